@@ -1,0 +1,48 @@
+# The documented way to do things. `make run` and `make test` bootstrap a local virtual
+# environment (.venv) on first use, so a machine needs only Python 3.11 and make.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ARGS   ?=
+
+.PHONY: run test test-all lint generate check-generated bench e2e clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..." >&2; exit 2; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip uv
+	@$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	@touch $(STAMP)
+
+## The main job: benchmark the baseline agents over the catalog on the embedded simulator.
+run: $(STAMP)
+	$(BIN)/itbench run $(ARGS)
+
+## The whole test suite (unit + integration; e2e needs kind and is skipped).
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check itbench tests agents benchmarks
+	$(BIN)/ruff format --check itbench tests agents benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+generate: $(STAMP)
+	$(BIN)/itbench crds generate --output-dir crds --chart-dir charts/itbench/crds --schema-dir schemas
+
+check-generated: generate
+	git diff --exit-code -- crds charts/itbench/crds schemas
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks $(ARGS)
+
+## Needs a running kind cluster (see .github/workflows/kind.yaml).
+e2e: $(STAMP)
+	$(BIN)/python -m pytest -m e2e -q tests/e2e $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

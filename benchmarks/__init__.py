@@ -1,0 +1,1 @@
+"""Speed and memory benchmarks, run with `make bench` (python -m benchmarks)."""

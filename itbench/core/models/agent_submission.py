@@ -1,0 +1,174 @@
+"""The AgentSubmission kind: an agent and how it runs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from itbench.core.models.base import (
+    AgentLevel,
+    ApiModel,
+    Condition,
+    Domain,
+    ObjectMeta,
+)
+
+
+class EnvVar(ApiModel):
+    """An environment variable for the agent container."""
+
+    name: str = Field(description="Variable name.", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    value: str = Field(default="", description="Variable value.")
+
+
+class ResourceList(ApiModel):
+    """CPU and memory quantities."""
+
+    cpu: str | None = Field(default=None, description="CPU quantity, e.g. 500m.")
+    memory: str | None = Field(default=None, description="Memory quantity, e.g. 1Gi.")
+
+
+class ResourceRequirements(ApiModel):
+    """Requests and limits for the agent container."""
+
+    requests: ResourceList = Field(default_factory=ResourceList, description="Requests.")
+    limits: ResourceList = Field(default_factory=ResourceList, description="Limits.")
+
+
+class SecretKeyReference(ApiModel):
+    """A Secret in the submission's namespace holding model credentials."""
+
+    name: str = Field(description="Secret name.", min_length=1)
+
+
+class ImageRuntime(ApiModel):
+    """Run the agent as a container image in a per-trial Job."""
+
+    image: str = Field(description="Container image reference.", min_length=1)
+    command: list[str] = Field(default_factory=list, description="Entrypoint override.")
+    args: list[str] = Field(default_factory=list, description="Arguments.")
+    env: list[EnvVar] = Field(default_factory=list, description="Extra environment variables.")
+    resources: ResourceRequirements = Field(
+        default_factory=ResourceRequirements, description="Container resources."
+    )
+    credentials_secret_ref: SecretKeyReference | None = Field(
+        default=None,
+        description="Secret whose keys are exposed as environment variables (model credentials).",
+    )
+
+
+class ExternalRuntime(ApiModel):
+    """The agent runs elsewhere and polls the agent API for ready trials."""
+
+    poll_interval_seconds: int = Field(
+        default=5, ge=1, le=300, description="How often the agent is expected to poll."
+    )
+
+
+class BuiltinAgent(StrEnum):
+    """Agents that ship with ITBench and run inside the platform."""
+
+    ORACLE = "oracle"
+    NULL = "null"
+    RANDOM = "random"
+    HEURISTIC_SRE = "heuristic-sre"
+    HEURISTIC_FINOPS = "heuristic-finops"
+
+
+class BuiltinRuntime(ApiModel):
+    """A baseline agent that ships with ITBench, run in-process against the agent API."""
+
+    name: BuiltinAgent = Field(description="Which built-in agent.")
+
+
+class AgentRuntime(ApiModel):
+    """How the agent runs: exactly one of image, external or builtin."""
+
+    image: ImageRuntime | None = Field(default=None, description="Container image agent.")
+    external: ExternalRuntime | None = Field(default=None, description="External polling agent.")
+    builtin: BuiltinRuntime | None = Field(default=None, description="Built-in baseline agent.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AgentRuntime:
+        chosen = [n for n in ("image", "external", "builtin") if getattr(self, n) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                "runtime: set exactly one of image, external or builtin "
+                f"(got {', '.join(chosen) or 'none'})"
+            )
+        return self
+
+    def kind(self) -> Literal["image", "external", "builtin"]:
+        """Which runtime is set."""
+        if self.image is not None:
+            return "image"
+        if self.external is not None:
+            return "external"
+        return "builtin"
+
+
+class AgentSubmissionSpec(ApiModel):
+    """What the agent is and how it runs."""
+
+    agent_name: str = Field(description="Display name of the agent.", min_length=1, max_length=128)
+    type: Domain = Field(description="Persona the agent plays: SRE, CISO or FinOps.")
+    level: AgentLevel = Field(
+        default=AgentLevel.EXPERT,
+        description="Beginner, Intermediate or Expert: takes scenarios up to Easy, Medium or Hard.",
+    )
+    scenario_classes: list[str] = Field(
+        default_factory=list,
+        description="Scenario classes the agent takes (empty means all of its type).",
+    )
+    runtime: AgentRuntime = Field(description="How the agent runs.")
+
+
+class RunRecord(ApiModel):
+    """A compact record of one BenchmarkRun of this agent."""
+
+    run: str = Field(description="BenchmarkRun name.")
+    phase: str = Field(description="The run's phase.")
+    diagnosis_pass_at_1: float | None = Field(default=None, description="Diagnosis pass@1.")
+    mitigation_pass_at_1: float | None = Field(default=None, description="Mitigation pass@1.")
+
+
+class AgentSubmissionPhase(StrEnum):
+    """Lifecycle of an AgentSubmission."""
+
+    PENDING = "Pending"
+    READY = "Ready"
+    INVALID = "Invalid"
+
+
+class AgentSubmissionStatus(ApiModel):
+    """Observed state of an AgentSubmission."""
+
+    phase: AgentSubmissionPhase = Field(
+        default=AgentSubmissionPhase.PENDING, description="Pending, Ready or Invalid."
+    )
+    ready: bool = Field(default=False, description="Whether runs may use this agent.")
+    last_runs: list[RunRecord] = Field(
+        default_factory=list, description="The most recent runs (newest first, at most 10)."
+    )
+    best_diagnosis_pass_at_1: float | None = Field(
+        default=None, description="Best diagnosis pass@1 over its runs."
+    )
+    best_mitigation_pass_at_1: float | None = Field(
+        default=None, description="Best mitigation pass@1 over its runs."
+    )
+    observed_generation: int | None = Field(default=None, description="Last reconciled generation.")
+    conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
+
+
+class AgentSubmission(ApiModel):
+    """An agent submitted for benchmarking (namespaced)."""
+
+    api_version: Literal["itbench.io/v1alpha1"] = Field(
+        default="itbench.io/v1alpha1", description="API version."
+    )
+    kind: Literal["AgentSubmission"] = Field(default="AgentSubmission", description="Kind.")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    spec: AgentSubmissionSpec = Field(description="The agent.")
+    status: AgentSubmissionStatus | None = Field(default=None, description="Observed state.")

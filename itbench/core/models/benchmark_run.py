@@ -1,0 +1,185 @@
+"""The BenchmarkRun kind: one agent over a set of scenarios, k trials each."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from itbench.core.models.base import (
+    ApiModel,
+    Complexity,
+    Condition,
+    Domain,
+    LocalObjectReference,
+    ObjectMeta,
+    TelemetryToggles,
+)
+
+
+class ScenarioSelector(ApiModel):
+    """Select scenarios by their metadata; empty lists match everything."""
+
+    domains: list[Domain] = Field(default_factory=list, description="Domains to include.")
+    classes: list[str] = Field(default_factory=list, description="Scenario classes to include.")
+    complexities: list[Complexity] = Field(
+        default_factory=list, description="Complexities to include."
+    )
+    include_controls: bool = Field(default=True, description="Include no-fault control scenarios.")
+
+
+class Sample(ApiModel):
+    """Draw a seeded random sample of the selected scenarios."""
+
+    size: int = Field(ge=1, le=10000, description="How many scenarios to draw.")
+    seed: int = Field(default=0, ge=0, description="Seed of the draw.")
+
+
+class ScenarioSelection(ApiModel):
+    """Which scenarios a run covers: explicit names or a selector, optionally sampled."""
+
+    names: list[str] = Field(default_factory=list, description="Explicit scenario names.")
+    selector: ScenarioSelector | None = Field(
+        default=None, description="Select by domain, class and complexity."
+    )
+    sample: Sample | None = Field(default=None, description="Optional seeded random sample.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ScenarioSelection:
+        if bool(self.names) == (self.selector is not None):
+            raise ValueError("scenarios: set exactly one of names or selector")
+        return self
+
+
+class Timeouts(ApiModel):
+    """Time limits of each trial, in seconds."""
+
+    agent_seconds: int = Field(
+        default=900, ge=1, le=86400, description="How long the agent may work on one trial."
+    )
+    alerts_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=7200,
+        description="Override of the scenario's wait for its triggering alerts.",
+    )
+    recovery_seconds: int = Field(
+        default=600, ge=1, le=7200, description="How long recovery may take before Errored."
+    )
+
+
+class EnvironmentType(StrEnum):
+    """Where trials run."""
+
+    SIMULATOR = "simulator"
+    CLUSTER = "cluster"
+
+
+class EnvironmentSpec(ApiModel):
+    """The environment to run trials in."""
+
+    type: EnvironmentType = Field(
+        default=EnvironmentType.SIMULATOR,
+        description="simulator (the embedded digital twin) or cluster (a live cluster).",
+    )
+    capacity: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Trials the environment can host at once (a live cluster hosts one per "
+        "application copy).",
+    )
+    kubeconfig_secret_ref: LocalObjectReference | None = Field(
+        default=None, description="For a remote cluster: Secret with a kubeconfig key."
+    )
+
+
+class BenchmarkRunSpec(ApiModel):
+    """What to benchmark and how."""
+
+    agent_ref: LocalObjectReference = Field(
+        description="The AgentSubmission (same namespace) to benchmark."
+    )
+    scenarios: ScenarioSelection = Field(description="Which scenarios to run.")
+    trials_per_scenario: int = Field(
+        default=3, ge=1, le=100, description="Trials per scenario (the paper uses 10)."
+    )
+    seed: int = Field(default=42, ge=0, description="Seed for the environment and sampling.")
+    timeouts: Timeouts = Field(default_factory=Timeouts, description="Time limits.")
+    telemetry: TelemetryToggles = Field(
+        default_factory=TelemetryToggles,
+        description="Telemetry mask: signals set to false are hidden from the agent "
+        "(e.g. traces: false for the traces-off ablation).",
+    )
+    environment: EnvironmentSpec = Field(
+        default_factory=EnvironmentSpec, description="Where trials run."
+    )
+    concurrency: int = Field(default=1, ge=1, le=64, description="Trials running at once.")
+    allow_oracle: bool = Field(
+        default=False,
+        description="Allow the oracle agent, which reads the ground truth (grader checks only).",
+    )
+    cancel: bool = Field(
+        default=False,
+        description="Set to true to cancel: no new trials start and running ones are recovered.",
+    )
+
+
+class RunPhase(StrEnum):
+    """Lifecycle of a BenchmarkRun."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    CANCELLED = "Cancelled"
+    INVALID = "Invalid"
+
+
+class RunSummary(ApiModel):
+    """The report's headline numbers (fractions in [0, 1], times in seconds)."""
+
+    diagnosis_pass_at_1: float | None = Field(default=None, description="SRE diagnosis pass@1.")
+    mitigation_pass_at_1: float | None = Field(default=None, description="SRE mitigation pass@1.")
+    fl_ntam: float | None = Field(default=None, description="Mean fault-localization NTAM.")
+    fpc_ntam: float | None = Field(default=None, description="Mean propagation-chain NTAM.")
+    mttd_seconds: float | None = Field(default=None, description="Mean time to diagnosis.")
+    mttr_seconds: float | None = Field(default=None, description="Mean time to repair.")
+    resolution_rate: float | None = Field(
+        default=None, description="End-to-end resolution rate of the agent's persona."
+    )
+    succeeded: int = Field(default=0, ge=0, description="Trials that succeeded.")
+    failed: int = Field(default=0, ge=0, description="Trials the agent failed.")
+    errored: int = Field(default=0, ge=0, description="Trials the platform could not run.")
+
+
+class BenchmarkRunStatus(ApiModel):
+    """Observed state of a BenchmarkRun."""
+
+    phase: RunPhase = Field(default=RunPhase.PENDING, description="Lifecycle phase.")
+    progress: str = Field(default="0/0", description="Finished trials / total trials.")
+    total_trials: int = Field(default=0, ge=0, description="Trials in the run.")
+    finished_trials: int = Field(default=0, ge=0, description="Trials that reached a final phase.")
+    running_trials: int = Field(default=0, ge=0, description="Trials in progress.")
+    queued_trials: int = Field(default=0, ge=0, description="Trials waiting for capacity.")
+    scenarios: list[str] = Field(default_factory=list, description="The resolved scenario names.")
+    summary: RunSummary = Field(default_factory=RunSummary, description="Headline scores.")
+    report_ref: str | None = Field(
+        default=None, description="Where the full report is stored (e.g. configmap/<name>)."
+    )
+    started_at: str | None = Field(default=None, description="When the first trial started.")
+    finished_at: str | None = Field(default=None, description="When the last trial finished.")
+    observed_generation: int | None = Field(default=None, description="Last reconciled generation.")
+    conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
+
+
+class BenchmarkRun(ApiModel):
+    """A benchmark of one agent (namespaced)."""
+
+    api_version: Literal["itbench.io/v1alpha1"] = Field(
+        default="itbench.io/v1alpha1", description="API version."
+    )
+    kind: Literal["BenchmarkRun"] = Field(default="BenchmarkRun", description="Kind.")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    spec: BenchmarkRunSpec = Field(description="What to benchmark.")
+    status: BenchmarkRunStatus | None = Field(default=None, description="Observed state.")

@@ -1,0 +1,171 @@
+"""The Trial kind: one attempt of one scenario within a BenchmarkRun."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
+from itbench.core.models.base import (
+    ApiModel,
+    Condition,
+    LocalObjectReference,
+    ObjectMeta,
+    TelemetryToggles,
+)
+from itbench.core.models.benchmark_run import EnvironmentSpec, Timeouts
+
+
+class TrialPhase(StrEnum):
+    """The trial state machine's phases."""
+
+    PENDING = "Pending"
+    QUEUED = "Queued"
+    PROVISIONING = "Provisioning"
+    INJECTING = "Injecting"
+    AWAITING_ALERTS = "AwaitingAlerts"
+    READY = "Ready"
+    AGENT_RUNNING = "AgentRunning"
+    EVALUATING = "Evaluating"
+    RECOVERING = "Recovering"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    ERRORED = "Errored"
+
+    @property
+    def final(self) -> bool:
+        """Whether the trial has ended."""
+        return self in (TrialPhase.SUCCEEDED, TrialPhase.FAILED, TrialPhase.ERRORED)
+
+
+class TrialSpec(ApiModel):
+    """Which scenario to attempt, with the run's settings copied in."""
+
+    run_ref: LocalObjectReference = Field(description="The owning BenchmarkRun.")
+    agent_ref: LocalObjectReference = Field(description="The AgentSubmission.")
+    scenario: str = Field(description="Scenario name.", min_length=1)
+    attempt: int = Field(ge=0, le=99, description="Attempt index, 0-based.")
+    seed: int = Field(ge=0, description="Seed of this attempt's environment.")
+    telemetry: TelemetryToggles = Field(
+        default_factory=TelemetryToggles, description="Signals shown to the agent."
+    )
+    timeouts: Timeouts = Field(default_factory=Timeouts, description="Time limits.")
+    environment: EnvironmentSpec = Field(
+        default_factory=EnvironmentSpec, description="Where the trial runs."
+    )
+    allow_oracle: bool = Field(default=False, description="The oracle agent is allowed.")
+
+
+class TimelineEntry(ApiModel):
+    """One recorded transition of the trial."""
+
+    phase: TrialPhase = Field(description="Phase entered.")
+    time: datetime = Field(description="When it was entered.")
+    message: str = Field(default="", description="Why.")
+
+
+class DiagnosisScores(ApiModel):
+    """Scores of the diagnosis task."""
+
+    passed: bool = Field(description="The predicted root cause matches a ground-truth root cause.")
+    fl_ntam: float = Field(ge=0, le=1, description="Fault-localization NTAM.")
+    fpc_ntam: float = Field(ge=0, le=1, description="Fault-propagation-chain NTAM.")
+    ttd_seconds: float | None = Field(
+        default=None, description="Seconds from Ready to a correct diagnosis (if passed)."
+    )
+
+
+class MitigationScores(ApiModel):
+    """Scores of the mitigation task."""
+
+    passed: bool = Field(description="Alerts cleared and stayed cleared, health back at baseline.")
+    reason: str = Field(default="", description="Why it did or did not pass.")
+    ttr_seconds: float | None = Field(
+        default=None, description="Seconds from Ready to alerts cleared for good (if passed)."
+    )
+
+
+class PostureScores(ApiModel):
+    """Scores of the CISO posture task."""
+
+    passed: bool = Field(description="Every expected control result was matched.")
+    matched: int = Field(ge=0, description="Controls assessed correctly.")
+    expected: int = Field(ge=0, description="Controls expected.")
+    ttp_seconds: float | None = Field(default=None, description="Time to process, seconds.")
+
+
+class FinOpsScores(ApiModel):
+    """Scores of the FinOps tasks."""
+
+    diagnosis_passed: bool = Field(description="The inefficiency was identified.")
+    mitigation_passed: bool = Field(description="The inefficiency was removed.")
+    cost_proximity: float = Field(ge=0, le=1, description="1 - |cost - optimal| / optimal.")
+    cpu_proximity: float = Field(ge=0, le=1, description="Proximity of CPU requests to optimal.")
+    memory_proximity: float = Field(ge=0, le=1, description="Proximity of memory to optimal.")
+    efficiency_proximity: float = Field(ge=0, le=1, description="Proximity of utilisation.")
+
+
+class TrialScores(ApiModel):
+    """All scores of a trial (the tasks that apply to its domain are set)."""
+
+    profile: str = Field(description="Evaluation profile name@version used.")
+    diagnosis: DiagnosisScores | None = Field(default=None, description="Diagnosis scores.")
+    mitigation: MitigationScores | None = Field(default=None, description="Mitigation scores.")
+    posture: PostureScores | None = Field(default=None, description="CISO posture scores.")
+    finops: FinOpsScores | None = Field(default=None, description="FinOps scores.")
+
+
+class AgentOutput(ApiModel):
+    """What the agent submitted (compact; the trajectory lives in the artefact store)."""
+
+    diagnosis: DiagnosisReport | None = Field(default=None, description="Diagnosis report.")
+    mitigation: MitigationReport | None = Field(default=None, description="Mitigation report.")
+    posture: PostureReport | None = Field(default=None, description="Posture report.")
+    diagnosis_submitted_at: datetime | None = Field(
+        default=None, description="When the diagnosis was accepted."
+    )
+    rejected_submissions: int = Field(
+        default=0, ge=0, description="Submissions rejected by schema validation."
+    )
+
+
+class TrialStatus(ApiModel):
+    """Observed state of a Trial."""
+
+    phase: TrialPhase = Field(default=TrialPhase.PENDING, description="State-machine phase.")
+    reason: str = Field(default="", description="CamelCase reason of the current phase.")
+    message: str = Field(default="", description="Human-readable detail.")
+    timeline: list[TimelineEntry] = Field(
+        default_factory=list, description="Every phase transition with its time."
+    )
+    ready_at: datetime | None = Field(default=None, description="When the agent was let in.")
+    agent_started_at: datetime | None = Field(default=None, description="Agent reported STARTED.")
+    agent_finished_at: datetime | None = Field(default=None, description="Agent reported FINISHED.")
+    alerts_cleared_at: datetime | None = Field(
+        default=None, description="When the triggering alerts cleared for good."
+    )
+    injections: int = Field(
+        default=0, ge=0, description="Times the fault was injected (1 for a healthy trial)."
+    )
+    agent_output: AgentOutput | None = Field(default=None, description="What the agent submitted.")
+    scores: TrialScores | None = Field(default=None, description="Scores, once evaluated.")
+    trajectory_ref: str | None = Field(
+        default=None, description="Where the audit trail of the agent's calls is stored."
+    )
+    observed_generation: int | None = Field(default=None, description="Last reconciled generation.")
+    conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
+
+
+class Trial(ApiModel):
+    """One attempt of one scenario (namespaced, owned by its BenchmarkRun)."""
+
+    api_version: Literal["itbench.io/v1alpha1"] = Field(
+        default="itbench.io/v1alpha1", description="API version."
+    )
+    kind: Literal["Trial"] = Field(default="Trial", description="Kind.")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    spec: TrialSpec = Field(description="Which scenario to attempt.")
+    status: TrialStatus | None = Field(default=None, description="Observed state.")
