@@ -99,6 +99,10 @@ class Environment(Protocol):
         """Kubernetes objects of a kind in the application namespace (all, or one by name)."""
         ...
 
+    def service_calls(self) -> list[tuple[str, str]]:
+        """The application's service call graph as (caller, callee) service names."""
+        ...
+
     def events(self) -> list[dict[str, Any]]:
         """Kubernetes Events in the application namespace."""
         ...
