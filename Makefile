@@ -46,3 +46,23 @@ e2e: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+
+## kind targets (need docker, kind, helm; used by .github/workflows/kind.yaml)
+KIND_CLUSTER ?= itbench
+IMAGE        ?= ghcr.io/itbench/itbench:dev
+
+.PHONY: kind-up kind-load kind-install kind-down
+kind-up:
+	kind create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml
+
+kind-load:
+	docker build -t $(IMAGE) .
+	kind load docker-image --name $(KIND_CLUSTER) $(IMAGE)
+
+kind-install:
+	helm upgrade --install itbench charts/itbench --namespace itbench-system --create-namespace \
+	  --set image.repository=$(firstword $(subst :, ,$(IMAGE))) --set image.tag=dev --set image.pullPolicy=Never \
+	  --wait --timeout 5m
+
+kind-down:
+	kind delete cluster --name $(KIND_CLUSTER)
