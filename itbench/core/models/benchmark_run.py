@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -21,10 +21,14 @@ from itbench.core.models.base import (
 class ScenarioSelector(ApiModel):
     """Select scenarios by their metadata; empty lists match everything."""
 
-    domains: list[Domain] = Field(default_factory=list, description="Domains to include.")
-    classes: list[str] = Field(default_factory=list, description="Scenario classes to include.")
+    domains: list[Domain] = Field(
+        default_factory=list, max_length=10, description="Domains to include."
+    )
+    classes: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        default_factory=list, max_length=100, description="Scenario classes to include."
+    )
     complexities: list[Complexity] = Field(
-        default_factory=list, description="Complexities to include."
+        default_factory=list, max_length=10, description="Complexities to include."
     )
     include_controls: bool = Field(default=True, description="Include no-fault control scenarios.")
 
@@ -39,7 +43,10 @@ class Sample(ApiModel):
 class ScenarioSelection(ApiModel):
     """Which scenarios a run covers: explicit names or a selector, optionally sampled."""
 
-    names: list[str] = Field(default_factory=list, description="Explicit scenario names.")
+    # Bounded so the API server's CEL cost estimate of the spec-frozen rule stays in budget.
+    names: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(
+        default_factory=list, max_length=1000, description="Explicit scenario names."
+    )
     selector: ScenarioSelector | None = Field(
         default=None, description="Select by domain, class and complexity."
     )

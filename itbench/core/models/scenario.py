@@ -110,6 +110,11 @@ class EntityKind(StrEnum):
     NAMESPACE = "Namespace"
     FLAG = "Flag"
     ALERT_RULE = "AlertRule"
+    NETWORK_CHAOS = "NetworkChaos"
+    POD_CHAOS = "PodChaos"
+    STRESS_CHAOS = "StressChaos"
+    HTTP_CHAOS = "HTTPChaos"
+    JVM_CHAOS = "JVMChaos"
 
 
 class GroundTruthEntity(ApiModel):

@@ -1,0 +1,116 @@
+"""Evaluation profiles: every constant of NTAM and the graders, named and versioned.
+
+A report stores the profile id (`name@version`) it was computed with, so it can be recomputed
+from the stored trial records with exactly the same constants.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from itbench.core.topology import EdgeType
+
+
+class UnknownProfileError(LookupError):
+    """No evaluation profile has that id."""
+
+
+class EvaluationProfile(BaseModel):
+    """The named, versioned constants of every scorer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Profile name.", min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    version: int = Field(ge=1, description="Profile version; any constant change bumps it.")
+    edge_costs: dict[EdgeType, float] = Field(
+        description="NTAM: cost of crossing one edge of each type (must be > 0)."
+    )
+    distance_decay: float = Field(
+        gt=0, lt=1, description="NTAM: similarity factor per unit of topology distance."
+    )
+    max_distance: float = Field(
+        gt=0, description="NTAM: entities farther than this from a truth entity score 0."
+    )
+    discriminativeness_weight: float = Field(
+        ge=0,
+        lt=1,
+        description="NTAM: share of the similarity that depends on the predicted entity's "
+        "sub-tree size (0 ignores it).",
+    )
+    importance_decay: float = Field(
+        gt=0, le=1, description="NTAM: weight factor per step down the propagation chain."
+    )
+    over_prediction_penalty: float = Field(
+        ge=0, description="NTAM: penalty per surplus predicted entity, relative to the truth size."
+    )
+    under_prediction_penalty: float = Field(
+        ge=0,
+        lt=0.5,
+        description="NTAM: penalty per missing predicted entity, relative to the truth size "
+        "(below 0.5 so that adding an unrelated entity never raises a score).",
+    )
+    min_traffic_ratio: float = Field(
+        gt=0, le=1, description="Mitigation: frontend traffic must be at least this x baseline."
+    )
+    error_ratio_tolerance: float = Field(
+        ge=0, le=1, description="Mitigation: error ratio may exceed the baseline by this much."
+    )
+
+    @model_validator(mode="after")
+    def _positive_costs(self) -> EvaluationProfile:
+        for etype, cost in self.edge_costs.items():
+            if cost <= 0:
+                raise ValueError(f"edge_costs.{etype.value}: must be > 0, got {cost}")
+        return self
+
+    @property
+    def id(self) -> str:
+        """The profile id stored in reports, `name@version`."""
+        return f"{self.name}@{self.version}"
+
+
+DEFAULT_PROFILE = EvaluationProfile(
+    name="default",
+    version=1,
+    edge_costs={
+        EdgeType.OWNS: 1.0,
+        EdgeType.SELECTS: 1.0,
+        EdgeType.SCALES: 1.0,
+        EdgeType.CONFIGURES: 1.0,
+        EdgeType.MOUNTS: 1.25,
+        EdgeType.ENV: 1.25,
+        EdgeType.CALLS: 1.5,
+        EdgeType.RUNS_ON: 1.5,
+    },
+    distance_decay=0.5,
+    max_distance=4.5,
+    discriminativeness_weight=0.3,
+    importance_decay=0.5,
+    over_prediction_penalty=0.5,
+    under_prediction_penalty=0.25,
+    min_traffic_ratio=0.5,
+    error_ratio_tolerance=0.05,
+)
+"""The default profile, `default@1` (see docs/metrics.md for the reasoning behind each value)."""
+
+PROFILES: dict[str, EvaluationProfile] = {DEFAULT_PROFILE.id: DEFAULT_PROFILE}
+"""Every known profile by id."""
+
+
+def get_profile(profile_id: str) -> EvaluationProfile:
+    """Return the profile with that id.
+
+    Args:
+        profile_id: `name@version`, e.g. `default@1`; a bare name means its newest version.
+
+    Raises:
+        UnknownProfileError: No profile has that id; the message lists the known ones.
+    """
+    profile = PROFILES.get(profile_id)
+    if profile is None and "@" not in profile_id:
+        versions = [p for p in PROFILES.values() if p.name == profile_id]
+        profile = max(versions, key=lambda p: p.version) if versions else None
+    if profile is None:
+        known = ", ".join(sorted(PROFILES))
+        raise UnknownProfileError(f"unknown evaluation profile {profile_id!r}; known: {known}")
+    return profile

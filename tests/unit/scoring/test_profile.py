@@ -1,0 +1,43 @@
+"""Evaluation profiles: ids, lookup and validation."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from itbench.core.scoring.profile import (
+    DEFAULT_PROFILE,
+    EvaluationProfile,
+    UnknownProfileError,
+    get_profile,
+)
+from itbench.core.topology import EdgeType
+
+
+def test_default_profile_id_is_name_at_version() -> None:
+    assert DEFAULT_PROFILE.id == "default@1"
+    assert get_profile("default@1") is DEFAULT_PROFILE
+    assert get_profile("default") is DEFAULT_PROFILE
+
+
+def test_unknown_profile_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownProfileError, match=r"known: default@1"):
+        get_profile("strict@3")
+
+
+def test_every_edge_type_has_a_positive_cost_in_the_default_profile() -> None:
+    assert set(DEFAULT_PROFILE.edge_costs) == set(EdgeType)
+    assert min(DEFAULT_PROFILE.edge_costs.values()) > 0
+
+
+def test_profiles_reject_non_positive_costs_and_large_under_penalties() -> None:
+    data = DEFAULT_PROFILE.model_dump()
+    with pytest.raises(ValidationError, match="must be > 0"):
+        EvaluationProfile.model_validate({**data, "edge_costs": {"owns": 0.0}})
+    with pytest.raises(ValidationError, match="under_prediction_penalty"):
+        EvaluationProfile.model_validate({**data, "under_prediction_penalty": 0.5})
+
+
+def test_profiles_are_immutable() -> None:
+    with pytest.raises(ValidationError):
+        DEFAULT_PROFILE.distance_decay = 0.9  # type: ignore[misc]
