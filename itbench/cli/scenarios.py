@@ -1,0 +1,212 @@
+"""`itbench scenarios list|show|validate`: the scenario catalog on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from itbench.catalog_files import load_catalog, load_paths
+from itbench.cli.context import (
+    BadInput,
+    OutputFormat,
+    dump,
+    output_option,
+    pass_settings,
+    print_rows,
+    stdout_console,
+    warn,
+)
+from itbench.core.catalog import Catalog, UnknownScenarioError
+from itbench.core.models.base import Complexity, Domain
+from itbench.core.models.scenario import Scenario
+from itbench.settings import Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+LIST_COLUMNS = (
+    ("name", "NAME"),
+    ("domain", "DOMAIN"),
+    ("class", "CLASS"),
+    ("complexity", "COMPLEXITY"),
+    ("score", "SCORE"),
+    ("faults", "FAULTS"),
+    ("traces", "TRACES"),
+)
+
+
+def scenarios_dir_option(command: F) -> F:
+    """The `--scenarios-dir` option (env ITBENCH_SCENARIOS_DIR), passed as `scenarios_dir`."""
+    return click.option(
+        "--scenarios-dir",
+        "scenarios_dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        envvar="ITBENCH_SCENARIOS_DIR",
+        default=None,
+        help="Scenario catalog directory "
+        "[default: $ITBENCH_CATALOG__SCENARIOS_DIR or ./scenarios].",
+    )(command)
+
+
+def open_catalog(settings: Settings, scenarios_dir: Path | None) -> Catalog:
+    """Load the catalog for a command; warn about invalid files on stderr.
+
+    Args:
+        settings: The settings (default directory).
+        scenarios_dir: The directory given on the command line, if any.
+
+    Returns:
+        The catalog of the valid scenarios.
+
+    Raises:
+        BadInput: If the directory does not exist.
+    """
+    root = scenarios_dir or settings.catalog.scenarios_dir
+    if not root.is_dir():
+        raise BadInput(
+            f"scenario directory {root} does not exist; pass --scenarios-dir or set "
+            "ITBENCH_SCENARIOS_DIR"
+        )
+    catalog, problems = load_catalog(root)
+    if problems:
+        warn(
+            f"warning: {len(problems)} problem(s) in {root}; invalid scenarios are left out "
+            f"(run `itbench scenarios validate {root}`)"
+        )
+    return catalog
+
+
+@click.group("scenarios")
+def scenarios() -> None:
+    """List, show and validate scenarios of the catalog."""
+
+
+@scenarios.command("list")
+@scenarios_dir_option
+@click.option(
+    "--domain",
+    type=click.Choice([d.value for d in Domain], case_sensitive=False),
+    help="Only this domain.",
+)
+@click.option("--class", "scenario_class", help="Only this scenario class.")
+@click.option(
+    "--complexity",
+    type=click.Choice([c.value for c in Complexity], case_sensitive=False),
+    help="Only this (effective) complexity.",
+)
+@output_option()
+@pass_settings
+def list_scenarios(
+    settings: Settings,
+    scenarios_dir: Path | None,
+    domain: str | None,
+    scenario_class: str | None,
+    complexity: str | None,
+    output: str,
+) -> None:
+    """List the scenarios with their domain, class and (computed) complexity."""
+    catalog = open_catalog(settings, scenarios_dir)
+    rows = [
+        r
+        for r in catalog.summary()
+        if (domain is None or r["domain"].lower() == domain.lower())
+        and (scenario_class is None or r["class"] == scenario_class)
+        and (complexity is None or r["complexity"].lower() == complexity.lower())
+    ]
+    print_rows(rows, LIST_COLUMNS, output, title=f"{len(rows)} scenarios")
+
+
+def _show_table(scenario: Scenario, catalog: Catalog) -> None:
+    spec = scenario.spec
+    complexity, score = catalog.complexity(scenario.name)
+    truth = spec.ground_truth
+    lines: list[tuple[str, str]] = [
+        ("Name", scenario.name),
+        ("Title", spec.title or "-"),
+        ("Domain", spec.domain.value),
+        ("Class", spec.scenario_class),
+        ("Complexity", complexity.value + (f" (Eq. 6 score {score:.2f})" if score else "")),
+        ("Description", spec.description),
+        ("Technologies", ", ".join(spec.environment.technologies) or "-"),
+        (
+            "Telemetry",
+            ", ".join(k for k, v in spec.environment.telemetry.model_dump().items() if v) or "none",
+        ),
+        (
+            "Faults",
+            "; ".join(f"{f.id} {f.args}" if f.args else f.id for f in spec.faults) or "none",
+        ),
+        (
+            "Triggers",
+            "; ".join(f"{a.alertname}{a.labels}" for a in spec.triggers.alerts) or "none",
+        ),
+        ("Root causes", ", ".join(f"{e.kind.value}/{e.name}" for e in truth.root_causes()) or "-"),
+        (
+            "Propagation",
+            "; ".join(f"{e.source} -> {e.target}" for e in truth.propagation) or "-",
+        ),
+        ("Mitigations", "; ".join(m.description for m in truth.mitigations) or "-"),
+    ]
+    console = stdout_console()
+    for key, value in lines:
+        console.print(f"[bold]{key}:[/bold] {value}", highlight=False, markup=True)
+
+
+@scenarios.command("show")
+@click.argument("name")
+@scenarios_dir_option
+@output_option(default=OutputFormat.YAML)
+@pass_settings
+def show_scenario(settings: Settings, name: str, scenarios_dir: Path | None, output: str) -> None:
+    """Show one scenario: as applied to the cluster (yaml, json) or summarised (table)."""
+    catalog = open_catalog(settings, scenarios_dir)
+    try:
+        scenario = catalog.get(name)
+    except UnknownScenarioError as exc:
+        raise BadInput(str(exc)) from None
+    if OutputFormat(output) == OutputFormat.TABLE:
+        _show_table(scenario, catalog)
+    else:
+        click.echo(dump(scenario.wire(), output), nl=False)
+
+
+@scenarios.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, exists=True))
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: problems on stderr; json: a report on stdout.",
+)
+@pass_settings
+def validate(settings: Settings, paths: tuple[Path, ...], output: str) -> None:
+    """Validate scenario files and directories (default: the catalog directory).
+
+    Every problem names the file, the field path and the reason. Exits 2 when there is any.
+    """
+    targets = list(paths) or [settings.catalog.scenarios_dir]
+    missing = [p for p in targets if not p.exists()]
+    if missing:
+        raise BadInput(f"no such file or directory: {', '.join(map(str, missing))}")
+    catalog, problems = load_paths(targets)
+    if output == "json":
+        report = {
+            "valid": catalog.names,
+            "problems": [{"file": p.source, "path": p.path, "reason": p.reason} for p in problems],
+        }
+        click.echo(dump(report, OutputFormat.JSON), nl=False)
+    else:
+        for problem in problems:
+            warn(str(problem))
+    if problems:
+        files = len({p.source for p in problems})
+        raise BadInput(
+            f"{len(problems)} problem(s) in {files} file(s); {len(catalog)} scenario(s) valid"
+        )
+    if output == "text":
+        click.echo(f"{len(catalog)} scenario(s) valid in {', '.join(map(str, targets))}")

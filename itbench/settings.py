@@ -1,0 +1,62 @@
+"""Process settings from `ITBENCH_<GROUP>__<FIELD>` environment variables, built by entry points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CatalogSettings(BaseModel):
+    """Where scenario files live."""
+
+    scenarios_dir: Path = Field(
+        default=Path("scenarios"),
+        description="Root of the scenario catalog (<dir>/<domain>/<id>/scenario.yaml).",
+    )
+
+
+class GatewaySettings(BaseModel):
+    """The agent API server."""
+
+    host: str = Field(default="127.0.0.1", description="Address the gateway listens on.")
+    port: int = Field(default=8080, ge=1, le=65535, description="Port the gateway listens on.")
+
+
+class OperatorSettings(BaseModel):
+    """The Kubernetes operator."""
+
+    namespace: str = Field(
+        default="itbench-system", description="Namespace the operator runs in and watches."
+    )
+    metrics_port: int = Field(
+        default=9090, ge=1, le=65535, description="Port of the Prometheus metrics endpoint."
+    )
+
+
+class Settings(BaseSettings):
+    """All settings, in groups; e.g. ITBENCH_GATEWAY__PORT=9000 sets `gateway.port`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ITBENCH_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings, description="Catalog.")
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings, description="Gateway.")
+    operator: OperatorSettings = Field(default_factory=OperatorSettings, description="Operator.")
+    output_dir: Path = Field(
+        default=Path("out"), description="Where runs write reports and trial records."
+    )
+
+
+def load_settings() -> Settings:
+    """Read settings from the environment (call once per entry point and pass the result down).
+
+    Returns:
+        The settings.
+
+    Raises:
+        pydantic.ValidationError: If an ITBENCH_* variable holds an invalid value.
+    """
+    return Settings()

@@ -1,0 +1,191 @@
+"""`itbench report recompute` through click's runner, and the report files it reads and writes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from itbench.cli.report import report_group
+from itbench.core.models.base import Complexity, Domain
+from itbench.core.models.report import Report, TrialRecord
+from itbench.core.models.trial import DiagnosisScores, MitigationScores, TrialPhase, TrialScores
+from itbench.core.scoring import DEFAULT_PROFILE, build_report
+from itbench.reports import (
+    TrialRecordError,
+    load_trial_records,
+    render_markdown,
+    save_trial_records,
+    write_report_json,
+)
+
+STAMP = "2026-01-01T00:00:00+00:00"
+
+
+def record(
+    scenario: str, attempt: int, passed: bool, *, phase: TrialPhase | None = None
+) -> TrialRecord:
+    final = phase or (TrialPhase.SUCCEEDED if passed else TrialPhase.FAILED)
+    return TrialRecord(
+        trial=f"{scenario}-{attempt}",
+        run="run-1",
+        scenario=scenario,
+        attempt=attempt,
+        domain=Domain.SRE,
+        scenario_class="ServiceFailure",
+        complexity=Complexity.MEDIUM,
+        traces_enabled=scenario != "checkout-nonexistent-image",
+        phase=final,
+        reason="FaultDidNotManifest" if final == TrialPhase.ERRORED else "",
+        scores=None
+        if final == TrialPhase.ERRORED
+        else TrialScores(
+            profile="default@1",
+            diagnosis=DiagnosisScores(
+                passed=passed, fl_ntam=1.0 if passed else 0.0, fpc_ntam=0.5, ttd_seconds=72.0
+            ),
+            mitigation=MitigationScores(passed=passed, ttr_seconds=282.0 if passed else None),
+        ),
+        agent="sre-baseline",
+    )
+
+
+@pytest.fixture
+def trials_file(tmp_path: Path) -> Path:
+    records = [
+        record("cart-flagd-failure", 0, True),
+        record("cart-flagd-failure", 1, False),
+        record("checkout-nonexistent-image", 0, False),
+        record("checkout-nonexistent-image", 1, False, phase=TrialPhase.ERRORED),
+    ]
+    path = tmp_path / "run-1" / "trials.jsonl"
+    save_trial_records(records, path)
+    return path
+
+
+def test_trial_records_round_trip_through_json_lines(trials_file: Path) -> None:
+    records = load_trial_records(trials_file.parent)  # a directory finds trials.jsonl
+    assert [r.trial for r in records] == [
+        "cart-flagd-failure-0",
+        "cart-flagd-failure-1",
+        "checkout-nonexistent-image-0",
+        "checkout-nonexistent-image-1",
+    ]
+    assert json.loads(trials_file.read_text().splitlines()[0])["scenarioClass"] == "ServiceFailure"
+
+
+def test_bad_trial_records_are_reported_with_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "trials.jsonl"
+    good = record("a", 0, True).wire()
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps({**good, "attempt": -1}) + "\n")
+    with pytest.raises(TrialRecordError, match=r"trials.jsonl:3: attempt: "):
+        load_trial_records(path)
+    with pytest.raises(TrialRecordError, match="cannot read"):
+        load_trial_records(tmp_path / "missing.jsonl")
+
+
+def test_recompute_prints_a_json_report_with_profile_and_errored_bucket(trials_file: Path) -> None:
+    result = CliRunner().invoke(
+        report_group,
+        ["recompute", "--trials", str(trials_file), "--output", "json", "--created-at", STAMP],
+    )
+    assert result.exit_code == 0, result.output
+    report = Report.model_validate_json(result.output)
+    assert report.profile == "default@1"
+    assert report.agent == "sre-baseline"
+    assert report.errored.count == 1
+    diagnosis = report.task("sre.diagnosis")
+    assert diagnosis is not None
+    assert diagnosis.pass_at_k[0].estimate.mean == 0.25  # (1/2 + 0/1) / 2 scenarios
+
+
+def test_recompute_is_reproducible_and_can_write_the_json_file(
+    trials_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.json"
+    args = ["recompute", "--trials", str(trials_file), "--output", "json", "--created-at", STAMP]
+    first = CliRunner().invoke(report_group, [*args, "--write", str(out)])
+    second = CliRunner().invoke(report_group, args)
+    assert first.exit_code == second.exit_code == 0
+    assert first.output == second.output
+    assert json.loads(out.read_text()) == json.loads(first.output)
+
+
+def test_recompute_markdown_labels_every_number(trials_file: Path) -> None:
+    result = CliRunner().invoke(
+        report_group, ["recompute", "--trials", str(trials_file), "--created-at", STAMP]
+    )
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "evaluation profile: `default@1`" in text
+    assert "| SRE diagnosis pass@1 (root cause named) | 25.0 % ± 25.0 | 1 / 3 | 2 |" in text
+    assert "SRE end-to-end resolution rate (diagnosis and mitigation both passed" in text
+    assert "| FaultDidNotManifest | 1 |" in text
+    assert "traces=traces-off" in text
+
+
+def test_unknown_profile_is_a_usage_error(trials_file: Path) -> None:
+    result = CliRunner().invoke(
+        report_group, ["recompute", "--trials", str(trials_file), "--profile", "nope@9"]
+    )
+    assert result.exit_code == 2
+    assert "unknown evaluation profile 'nope@9'; known: default@1" in result.output
+
+
+def test_missing_trials_file_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        report_group, ["recompute", "--trials", str(tmp_path / "none.jsonl")]
+    )
+    assert result.exit_code == 2
+    assert "cannot read trial records" in result.output
+
+
+def test_write_report_json_and_markdown_render_the_same_report(tmp_path: Path) -> None:
+    report = build_report(
+        [record("a", 0, True)],
+        DEFAULT_PROFILE,
+        agent="sre-baseline",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    path = tmp_path / "out" / "report.json"
+    write_report_json(report, path)
+    assert Report.model_validate_json(path.read_text()) == report
+    markdown = render_markdown(report)
+    assert markdown.startswith("# ITBench report: sre-baseline\n")
+    assert "| SRE mean time to diagnosis, seconds (correct diagnoses only) | 72.0 | 1 / 1 |" in (
+        markdown
+    )
+    assert "None." in markdown  # no errored trials
+
+
+def test_records_scored_under_another_profile_are_refused(tmp_path: Path) -> None:
+    other = record("a", 0, True)
+    assert other.scores is not None
+    other = other.model_copy(
+        update={"scores": other.scores.model_copy(update={"profile": "strict@2"})}
+    )
+    path = tmp_path / "trials.jsonl"
+    save_trial_records([other], path)
+    result = CliRunner().invoke(report_group, ["recompute", "--trials", str(path)])
+    assert result.exit_code == 2
+    assert "trials were scored with strict@2, not default@1" in result.output
+
+
+def test_agent_option_selects_one_agent_of_several(tmp_path: Path) -> None:
+    mine = record("a", 0, True)
+    theirs = record("a", 1, False).model_copy(update={"agent": "other-agent"})
+    path = tmp_path / "trials.jsonl"
+    save_trial_records([mine, theirs], path)
+    ambiguous = CliRunner().invoke(report_group, ["recompute", "--trials", str(path)])
+    assert ambiguous.exit_code == 2
+    assert "records of several agents (other-agent, sre-baseline)" in ambiguous.output
+    chosen = CliRunner().invoke(
+        report_group,
+        ["recompute", "--trials", str(path), "--agent", "other-agent", "--output", "json"],
+    )
+    assert chosen.exit_code == 0, chosen.output
+    report = Report.model_validate_json(chosen.output)
+    assert (report.agent, report.trials, report.failed) == ("other-agent", 1, 1)
