@@ -210,3 +210,61 @@ def validate(settings: Settings, paths: tuple[Path, ...], output: str) -> None:
         )
     if output == "text":
         click.echo(f"{len(catalog)} scenario(s) valid in {', '.join(map(str, targets))}")
+
+
+@scenarios.command("selftest")
+@click.argument("names", nargs=-1)
+@scenarios_dir_option
+@click.option("--seed", type=int, default=0, show_default=True, help="Simulator seed.")
+@click.option(
+    "--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Processes."
+)
+@output_option(default=OutputFormat.TABLE)
+@pass_settings
+def selftest(
+    settings: Settings,
+    names: tuple[str, ...],
+    scenarios_dir: Path | None,
+    seed: int,
+    workers: int,
+    output: str,
+) -> None:
+    """Run scenarios in the simulator: healthy baseline, alerts fire, mitigation clears, recovery.
+
+    Exits 1 when any scenario fails a check (the failed check is named).
+    """
+    from itbench.environments.sim.selftest import run_catalog_selftest
+
+    catalog = open_catalog(settings, scenarios_dir)
+    try:
+        chosen = [catalog.get(n) for n in names] if names else list(catalog)
+    except UnknownScenarioError as exc:
+        raise BadInput(str(exc)) from None
+    results = run_catalog_selftest(chosen, seed, workers=workers)
+    rows = []
+    for result in results:
+        failures = result.failures()
+        rows.append(
+            {
+                "scenario": result.scenario,
+                "passed": result.passed,
+                "checks": len(result.checks),
+                "failed": "; ".join(f"{c.name}: {c.detail}" for c in failures),
+            }
+        )
+    print_rows(
+        rows,
+        (
+            ("scenario", "SCENARIO"),
+            ("passed", "PASSED"),
+            ("checks", "CHECKS"),
+            ("failed", "FAILED"),
+        ),
+        output,
+        title=f"self-test (seed {seed})",
+    )
+    failed = [r for r in results if not r.passed]
+    if failed:
+        warn(f"{len(failed)} of {len(results)} scenario(s) failed the self-test")
+        raise SystemExit(1)
+    warn(f"{len(results)} scenario(s) passed the self-test")

@@ -1,4 +1,4 @@
-"""The fault library: one registry of fault ids, each with an argument schema and its effect as data.
+"""The fault library: one registry of fault ids, each with an argument schema and an effect.
 
 An effect is a list of object changes (create, merge-patch, delete, set a flagd flag). The simulator
 applies them to its twin; the live cluster applies the same changes through the fault's playbook.

@@ -20,7 +20,7 @@ from itbench.core.models.observations import (
 )
 
 
-class EnvironmentFailure(Exception):
+class EnvironmentFailure(Exception):  # noqa: N818 - a failure of the environment, not a bug
     """The environment failed (unreachable, broken); trials it hosts end Errored, not Failed."""
 
 
@@ -77,9 +77,7 @@ class Environment(Protocol):
         """Range PromQL query; the Prometheus HTTP API `data` object."""
         ...
 
-    def query_logs(
-        self, query: str, start: datetime, end: datetime, limit: int
-    ) -> dict[str, Any]:
+    def query_logs(self, query: str, start: datetime, end: datetime, limit: int) -> dict[str, Any]:
         """LogQL stream selector with line filters; Loki's `data` object."""
         ...
 

@@ -32,7 +32,7 @@ def catalog(tmp_path: Path) -> Path:
 
 
 def test_main_registers_one_group_per_noun() -> None:
-    assert {c.name for c in COMMANDS} == {"version", "scenarios", "faults", "crds"}
+    assert {c.name for c in COMMANDS} >= {"version", "scenarios", "faults", "crds", "report"}
     assert set(cli.commands) >= {"version", "scenarios", "faults", "crds"}
 
 
@@ -247,3 +247,24 @@ def test_unknown_output_format_is_a_usage_error() -> None:
     result = run("scenarios", "list", "-o", "xml")
     assert result.exit_code == 2
     assert "Invalid value for '--output'" in result.stderr
+
+
+def test_scenarios_selftest_runs_named_scenarios_in_the_simulator() -> None:
+    result = run("scenarios", "selftest", "cart-flagd-failure", "--output", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert rows == [
+        {
+            "scenario": "cart-flagd-failure",
+            "passed": True,
+            "checks": rows[0]["checks"],
+            "failed": "",
+        }
+    ]
+    assert rows[0]["checks"] >= 8
+
+
+def test_scenarios_selftest_unknown_name_is_bad_input() -> None:
+    result = run("scenarios", "selftest", "no-such-scenario")
+    assert result.exit_code == 2
+    assert "no-such-scenario" in result.stderr

@@ -1,0 +1,914 @@
+"""The twin's telemetry: scraped series, pod logs and Jaeger traces with the live stack's names.
+
+Metrics: OpenTelemetry span metrics as the demo collector's spanmetrics connector exports them
+(traces_span_metrics_calls_total, traces_span_metrics_duration_milliseconds_*), kube-state-metrics,
+cAdvisor, the kafkametrics receiver's consumer lag and the cost budget. Traces are rebuilt on
+demand from each interval's traffic, deterministically from the seed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from itbench.core.alert_rules import BUDGET_METRIC
+from itbench.core.shop import (
+    COST_BUDGET_KEY,
+    COST_CONFIGMAP,
+    KAFKA_CONSUMERS,
+    OPERATIONS,
+    ORDERS_TOPIC,
+    PROXY,
+    SERVICE_BY_NAME,
+    Call,
+    Operation,
+)
+from itbench.environments.sim.cluster import Cluster, ContainerRuntime
+from itbench.environments.sim.logql import LogLine
+from itbench.environments.sim.objects import Obj, main_container, parse_cpu, parse_memory
+from itbench.environments.sim.series import STALE_NAN, Series
+from itbench.environments.sim.traffic import EdgeStats, Latency, OpStats, TrafficState
+
+BUCKETS_MS = (2, 4, 6, 8, 10, 50, 100, 200, 400, 800, 1000, 1400, 2000, 5000, 10000, 15000)
+"""The spanmetrics connector's default explicit histogram buckets, in milliseconds."""
+SIGMA = 0.4
+"""Log-normal shape of every latency distribution."""
+MAX_LINES_PER_STREAM = 2000
+"""Log lines kept per pod stream (older lines are dropped, like a rotated container log)."""
+
+_OPS: dict[tuple[str, str], Operation] = {(o.service, o.name): o for o in OPERATIONS}
+
+
+def _reachable(service: str, operation: str) -> frozenset[str]:
+    """Services a trace starting at an operation can touch (calls and Kafka consumers)."""
+    out = {service}
+    for call in _OPS[(service, operation)].calls:
+        if (call.service, call.operation) in _OPS:
+            out |= _reachable(call.service, call.operation)
+        if call.mode == "async" and call.service == "kafka":
+            out |= {c.service for c in KAFKA_CONSUMERS}
+    return frozenset(out)
+
+
+_ROUTE_SERVICES = {name: _reachable(svc, name) for svc, name in _OPS if svc == PROXY}
+_DEPLOYMENT_SERIES = (
+    ("kube_deployment_spec_replicas", "replicas"),
+    ("kube_deployment_status_replicas", "replicas"),
+    ("kube_deployment_status_replicas_ready", "readyReplicas"),
+    ("kube_deployment_status_replicas_available", "availableReplicas"),
+    ("kube_deployment_status_replicas_unavailable", "unavailableReplicas"),
+    ("kube_deployment_status_replicas_updated", "updatedReplicas"),
+)
+
+
+class SimSeries(Series):
+    """A series of the twin (handles are kept and appended to directly)."""
+
+    stale: bool = False
+    """Whether the series ended with a staleness marker and has not been scraped since."""
+
+
+class TelemetryStore:
+    """The scraped series (a SeriesStore for the PromQL engine) with Prometheus staleness.
+
+    A series missing from a scrape (its pod is gone, its waiting reason cleared) gets a
+    staleness marker at that scrape, as Prometheus writes one, so instant selectors stop
+    seeing it while range functions still see its earlier samples.
+    """
+
+    def __init__(self) -> None:
+        """Create an empty store."""
+        self._index: dict[tuple[tuple[str, str], ...], SimSeries] = {}
+        self._by_name: dict[str, list[SimSeries]] = {}
+
+    def __len__(self) -> int:
+        """Number of series ever scraped."""
+        return len(self._index)
+
+    def handle(self, key: tuple[tuple[str, str], ...]) -> SimSeries:
+        """The series with these labels (first pair is ("__name__", name)); created on demand."""
+        series = self._index.get(key)
+        if series is None:
+            series = SimSeries(labels=dict(key))
+            self._index[key] = series
+            self._by_name.setdefault(key[0][1], []).append(series)
+        return series
+
+    def has(self, key: tuple[tuple[str, str], ...]) -> bool:
+        """Whether a series with exactly these labels was ever scraped."""
+        return key in self._index
+
+    def series_named(self, name: str) -> list[SimSeries]:
+        """Every series of a name, stale or not."""
+        return list(self._by_name.get(name, ()))
+
+    def names(self) -> list[str]:
+        """Every metric name, sorted."""
+        return sorted(self._by_name)
+
+    def select(self, name: str | None) -> Iterable[Series]:
+        """Series of a name (all when None) that have samples."""
+        pool: Iterable[SimSeries] = (
+            self._index.values() if name is None else self._by_name.get(name, ())
+        )
+        return [series for series in pool if series.timestamps]
+
+    def mark_stale(self, t: float) -> None:
+        """End every series that the scrape at time t did not write (staleness markers)."""
+        for series in self._index.values():
+            ts = series.timestamps
+            if not ts:
+                continue
+            if ts[-1] == t:
+                series.stale = False
+            elif not series.stale:
+                ts.append(t)
+                series.values.append(STALE_NAN)
+                series.stale = True
+
+
+class LogBook:
+    """Pod log streams (a LogStore for the LogQL engine)."""
+
+    def __init__(self) -> None:
+        """Create an empty log book."""
+        self._streams: dict[str, tuple[dict[str, str], list[LogLine]]] = {}
+
+    def write(self, labels: dict[str, str], t: float, line: str) -> None:
+        """Append a line to the stream of a pod."""
+        pod = labels["pod"]
+        entry = self._streams.get(pod)
+        if entry is None:
+            entry = (labels, [])
+            self._streams[pod] = entry
+        lines = entry[1]
+        lines.append(LogLine(t, line))
+        if len(lines) > MAX_LINES_PER_STREAM:
+            del lines[: len(lines) - MAX_LINES_PER_STREAM]
+
+    def streams(self) -> Iterable[tuple[dict[str, str], Sequence[LogLine]]]:
+        """Every stream: its labels and its lines in time order."""
+        return [(dict(labels), list(lines)) for labels, lines in self._streams.values()]
+
+    def tail(self, pod: str, n: int) -> list[str]:
+        """The last n lines of a pod's log."""
+        entry = self._streams.get(pod)
+        if entry is None:
+            return []
+        return [x.line for x in entry[1][-n:]] if n > 0 else []
+
+
+@dataclass
+class _PodPlan:
+    """The series handles of one pod."""
+
+    labels: tuple[tuple[str, str], tuple[str, str], tuple[str, str]]
+    ready: list[SimSeries]
+    phases: list[tuple[str, SimSeries]]
+    info: SimSeries
+    container: list[SimSeries]
+    resources: list[tuple[SimSeries, float]]
+    cadvisor: list[SimSeries]
+
+
+@dataclass
+class Scraper:
+    """Turns the cluster and each interval's traffic into series, logs and trace material."""
+
+    cluster: Cluster
+    store: TelemetryStore
+    logs: LogBook
+    rng: random.Random
+    history: list[tuple[float, TrafficState]] = field(default_factory=list)
+    _carry: dict[tuple[str, ...], float] = field(default_factory=dict)
+    _cdf_cache: dict[tuple[float, float, float], list[float]] = field(default_factory=dict)
+    _increments: dict[tuple[int, tuple[float, float, float]], list[float]] = field(
+        default_factory=dict
+    )
+    _span_handles: dict[tuple[str, str, str, str], list[SimSeries]] = field(default_factory=dict)
+    _pod_plans: dict[tuple[str, str], _PodPlan] = field(default_factory=dict)
+    _deployment_handles: dict[str, list[SimSeries]] = field(default_factory=dict)
+    _started_logged: dict[str, float] = field(default_factory=dict)
+
+    # ---- series -----------------------------------------------------------------------------
+    def _set(self, key: tuple[tuple[str, str], ...], t: float, value: float) -> None:
+        s = self.store.handle(key)
+        s.timestamps.append(t)
+        s.values.append(value)
+
+    def _add(self, key: tuple[tuple[str, str], ...], t: float, inc: float) -> None:
+        s = self.store.handle(key)
+        last = s.values[-1] if s.values else 0.0
+        s.timestamps.append(t)
+        s.values.append(last + inc)
+
+    def _count(self, key: tuple[str, ...], expected: float) -> int:
+        jitter = 1.0 + (self.rng.random() - 0.5) * 0.1
+        value = expected * jitter + self._carry.get(key, 0.0)
+        n = int(value)
+        self._carry[key] = value - n
+        return n
+
+    def _cdf(self, lat: Latency) -> list[float]:
+        key = _cdf_key(lat)
+        cached = self._cdf_cache.get(key)
+        if cached is not None:
+            return cached
+        out = []
+        for le in BUCKETS_MS:
+            body = _lognormal_cdf(le, max(key[0], 0.01))
+            if key[1] > 0:
+                tail = _lognormal_cdf(le, max(key[2], 0.01))
+                out.append((1 - key[1]) * body + key[1] * tail)
+            else:
+                out.append(body)
+        if len(self._cdf_cache) < 100_000:
+            self._cdf_cache[key] = out
+        return out
+
+    def scrape(self, t: float, dt: float, traffic: TrafficState, telemetry_on: bool) -> None:
+        """Record one scrape at time t of the interval that just ended.
+
+        Args:
+            t: Scrape time (epoch seconds).
+            dt: Interval length.
+            traffic: The interval's traffic.
+            telemetry_on: Whether logs are written (metrics are always scraped).
+        """
+        self.history.append((t, traffic))
+        self._span_metrics(t, dt, traffic)
+        self._kube_state(t)
+        for consumer in KAFKA_CONSUMERS:
+            self._set(
+                (
+                    ("__name__", "kafka_consumer_group_lag"),
+                    ("group", consumer.group),
+                    ("partition", "0"),
+                    ("topic", ORDERS_TOPIC),
+                ),
+                t,
+                float(round(traffic.kafka_lag.get(consumer.group, 0.0))),
+            )
+        cm = self.cluster.get("ConfigMap", COST_CONFIGMAP)
+        budget = _float(((cm or {}).get("data") or {}).get(COST_BUDGET_KEY))
+        if budget is not None:
+            self._set(
+                (("__name__", BUDGET_METRIC), ("namespace", self.cluster.namespace)), t, budget
+            )
+        self.store.mark_stale(t)
+        if telemetry_on:
+            self._write_logs(t, dt, traffic)
+
+    def _span_metrics(self, t: float, dt: float, traffic: TrafficState) -> None:
+        server: dict[tuple[str, str, str, str], list[float]] = {}
+        for (svc, name), stats in traffic.ops.items():
+            spec = SERVICE_BY_NAME.get(svc)
+            if spec is None or not spec.instrumented:
+                continue
+            kind: str = _OPS[(svc, name)].kind
+            span = server_span_name(svc, name)
+            n = self._count(("srv", svc, name), stats.rate * dt)
+            errors = self._count(("err", svc, name), n * stats.error) if stats.error > 0 else 0
+            errors = min(errors, n)
+            for status, count in (("STATUS_CODE_UNSET", n - errors), ("STATUS_CODE_ERROR", errors)):
+                key = (svc, span, kind, status)
+                if (
+                    status == "STATUS_CODE_ERROR"
+                    and not count
+                    and key not in server
+                    and not self.store.has(_calls_key(svc, span, kind, status))
+                ):
+                    continue
+                increments = self._increments_for(count, stats.latency)
+                total = server.get(key)
+                if total is None:
+                    server[key] = list(increments)
+                else:
+                    for i, inc in enumerate(increments):
+                        total[i] += inc
+        for key, increments in server.items():
+            for series, inc in zip(self._span_handles_for(*key), increments, strict=True):
+                values = series.values
+                series.timestamps.append(t)
+                values.append((values[-1] if values else 0.0) + inc)
+        client: dict[tuple[tuple[str, str], ...], float] = {}
+        for (caller, caller_op, callee, op_name), edge in traffic.edges.items():
+            spec = SERVICE_BY_NAME.get(caller)
+            if spec is None or not spec.instrumented:
+                continue
+            client_kind = "SPAN_KIND_PRODUCER" if edge.call.mode == "async" else "SPAN_KIND_CLIENT"
+            span = client_span_name(caller, callee, op_name)
+            n = self._count(("cli", caller, caller_op, callee, op_name), edge.rate * dt)
+            errors = min(
+                n, self._count(("cer", caller, caller_op, callee, op_name), n * edge.error)
+            )
+            ok_key = _calls_key(caller, span, client_kind, "STATUS_CODE_UNSET")
+            client[ok_key] = client.get(ok_key, 0.0) + n - errors
+            err_key = _calls_key(caller, span, client_kind, "STATUS_CODE_ERROR")
+            if errors or err_key in client or self.store.has(err_key):
+                client[err_key] = client.get(err_key, 0.0) + errors
+        for series_key, inc in client.items():
+            self._add(series_key, t, inc)
+
+    def _span_handles_for(self, svc: str, name: str, kind: str, status: str) -> list[SimSeries]:
+        handles = self._span_handles.get((svc, name, kind, status))
+        if handles is None:
+            base = (
+                ("service_name", svc),
+                ("span_kind", kind),
+                ("span_name", name),
+                ("status_code", status),
+            )
+            prefix = "traces_span_metrics_duration_milliseconds"
+            bucket = ("__name__", f"{prefix}_bucket")
+            keys = [_calls_key(svc, name, kind, status)]
+            keys += [(bucket, *base, ("le", str(le))) for le in BUCKETS_MS]
+            keys += [(bucket, *base, ("le", "+Inf"))]
+            keys += [
+                (("__name__", f"{prefix}_count"), *base),
+                (("__name__", f"{prefix}_sum"), *base),
+            ]
+            handles = [self.store.handle(k) for k in keys]
+            self._span_handles[(svc, name, kind, status)] = handles
+        return handles
+
+    def _increments_for(self, n: int, lat: Latency) -> list[float]:
+        key = (n, _cdf_key(lat))
+        increments = self._increments.get(key)
+        if increments is None:
+            cdf = self._cdf(lat)
+            increments = [float(n)]
+            increments += [float(round(n * share)) for share in cdf]
+            increments += [float(n), float(n), n * lat.mean_ms()]
+            if len(self._increments) < 100_000:
+                self._increments[key] = increments
+        return increments
+
+    def _kube_state(self, t: float) -> None:
+        c = self.cluster
+        ns = ("namespace", c.namespace)
+        for d in c.of_kind("Deployment"):
+            name = d["metadata"]["name"]
+            handles = self._deployment_handles.get(name)
+            if handles is None:
+                handles = [
+                    self.store.handle((("__name__", metric), ("deployment", name), ns))
+                    for metric, _ in _DEPLOYMENT_SERIES
+                ]
+                self._deployment_handles[name] = handles
+            st = d.get("status") or {}
+            self._put(handles[0], t, float(d["spec"].get("replicas", 1)))
+            for series, (_, field_name) in zip(handles[1:], _DEPLOYMENT_SERIES[1:], strict=True):
+                self._put(series, t, float(st.get(field_name, 0)))
+        for pod in c.of_kind("Pod"):
+            self._pod_series(t, pod, c.runtime.get(pod["metadata"]["name"]))
+        for h in c.of_kind("HorizontalPodAutoscaler"):
+            label = ("horizontalpodautoscaler", h["metadata"]["name"])
+            spec = h.get("spec") or {}
+            st = h.get("status") or {}
+            for metric, value in (
+                ("kube_horizontalpodautoscaler_spec_max_replicas", spec.get("maxReplicas", 1)),
+                ("kube_horizontalpodautoscaler_spec_min_replicas", spec.get("minReplicas", 1)),
+                (
+                    "kube_horizontalpodautoscaler_status_current_replicas",
+                    st.get("currentReplicas", 0),
+                ),
+                (
+                    "kube_horizontalpodautoscaler_status_desired_replicas",
+                    st.get("desiredReplicas", 0),
+                ),
+            ):
+                self._set((("__name__", metric), label, ns), t, float(value))
+
+    def _pod_plan(self, pod: Obj) -> _PodPlan:
+        """The series of one pod, resolved once per pod and node (pod specs are immutable)."""
+        name = pod["metadata"]["name"]
+        node = str(pod["spec"].get("nodeName", ""))
+        plan = self._pod_plans.get((name, node))
+        if plan is not None:
+            return plan
+        h = self.store.handle
+        ns = ("namespace", self.cluster.namespace)
+        p = ("pod", name)
+        container = main_container(pod["spec"])
+        cname = ("container", str(container.get("name", "")))
+        resources: list[tuple[SimSeries, float]] = []
+        for section, metric in (
+            ("requests", "kube_pod_container_resource_requests"),
+            ("limits", "kube_pod_container_resource_limits"),
+        ):
+            values = (container.get("resources") or {}).get(section) or {}
+            for resource, unit, parse in (
+                ("cpu", "core", parse_cpu),
+                ("memory", "byte", parse_memory),
+            ):
+                raw = values.get(resource)
+                if raw is None:
+                    continue
+                try:
+                    amount = parse(raw)
+                except ValueError:
+                    continue
+                key = (
+                    ("__name__", metric),
+                    cname,
+                    ns,
+                    ("node", node),
+                    p,
+                    ("resource", resource),
+                    ("unit", unit),
+                )
+                resources.append((h(key), amount))
+        cadvisor = (cname, ("image", str(container.get("image", ""))), ns, p)
+        plan = _PodPlan(
+            labels=(cname, ns, p),
+            ready=[
+                h((("__name__", "kube_pod_status_ready"), ("condition", c), ns, p))
+                for c in ("true", "false", "unknown")
+            ],
+            phases=[
+                (ph, h((("__name__", "kube_pod_status_phase"), ns, ("phase", ph), p)))
+                for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+            ],
+            info=h(
+                (
+                    ("__name__", "kube_pod_info"),
+                    ("created_by_kind", "ReplicaSet"),
+                    ("created_by_name", _owner(pod)),
+                    ns,
+                    ("node", node),
+                    p,
+                    ("pod_ip", str(pod["status"].get("podIP", ""))),
+                )
+            ),
+            container=[
+                h((("__name__", m), cname, ns, p))
+                for m in (
+                    "kube_pod_container_status_restarts_total",
+                    "kube_pod_container_status_ready",
+                    "kube_pod_container_status_running",
+                )
+            ],
+            resources=resources,
+            cadvisor=[
+                h((("__name__", m), *cadvisor))
+                for m in (
+                    "container_cpu_usage_seconds_total",
+                    "container_memory_working_set_bytes",
+                    "container_cpu_cfs_periods_total",
+                    "container_cpu_cfs_throttled_periods_total",
+                )
+            ],
+        )
+        self._pod_plans[(name, node)] = plan
+        return plan
+
+    def _pod_series(self, t: float, pod: Obj, rt: ContainerRuntime | None) -> None:
+        plan = self._pod_plan(pod)
+        put = self._put
+        ready = bool(rt and rt.ready)
+        put(plan.ready[0], t, 1.0 if ready else 0.0)
+        put(plan.ready[1], t, 0.0 if ready else 1.0)
+        put(plan.ready[2], t, 0.0)
+        phase = pod["status"].get("phase", "Pending")
+        for ph, series in plan.phases:
+            put(series, t, 1.0 if ph == phase else 0.0)
+        put(plan.info, t, 1.0)
+        if rt is None:
+            return
+        put(plan.container[0], t, float(rt.restarts))
+        put(plan.container[1], t, float(ready))
+        put(plan.container[2], t, float(rt.state == "running"))
+        cname, ns, p = plan.labels
+        if rt.state == "waiting":
+            self._set(
+                (
+                    ("__name__", "kube_pod_container_status_waiting_reason"),
+                    cname,
+                    ns,
+                    p,
+                    ("reason", rt.reason),
+                ),
+                t,
+                1.0,
+            )
+        if rt.last_reason:
+            self._set(
+                (
+                    ("__name__", "kube_pod_container_status_last_terminated_reason"),
+                    cname,
+                    ns,
+                    p,
+                    ("reason", rt.last_reason),
+                ),
+                t,
+                1.0,
+            )
+        for series, amount in plan.resources:
+            put(series, t, amount)
+        if rt.restarts == 0 and rt.state != "running":
+            return
+        cpu, memory, periods, throttled = plan.cadvisor
+        put(cpu, t, rt.cpu_seconds)
+        put(memory, t, float(round(rt.working_set if rt.state == "running" else 0.0)))
+        put(periods, t, float(int(rt.cfs_periods)))
+        put(throttled, t, float(int(rt.cfs_throttled)))
+
+    @staticmethod
+    def _put(series: SimSeries, t: float, value: float) -> None:
+        series.timestamps.append(t)
+        series.values.append(value)
+
+    # ---- logs -------------------------------------------------------------------------------
+    def _write_logs(self, t: float, dt: float, traffic: TrafficState) -> None:
+        c = self.cluster
+        by_service: dict[str, list[tuple[str, OpStats]]] = {}
+        for (svc, name), stats in traffic.ops.items():
+            by_service.setdefault(svc, []).append((name, stats))
+        for pod in c.of_kind("Pod"):
+            pname = pod["metadata"]["name"]
+            rt = c.runtime.get(pname)
+            if rt is None:
+                continue
+            container = main_container(pod["spec"])
+            cname = str(container.get("name", ""))
+            svc = cname
+            labels = {
+                "namespace": c.namespace,
+                "pod": pname,
+                "container": cname,
+                "service_name": svc,
+                "job": f"{c.namespace}/{svc}",
+            }
+            if rt.last_finished_at > t - dt and rt.last_reason == "Error":
+                self.logs.write(labels, rt.last_finished_at, f"exec /app/{svc}: exec format error")
+            if rt.state != "running":
+                continue
+            if self._started_logged.get(pname) != rt.started_at:
+                self._started_logged[pname] = rt.started_at
+                self.logs.write(labels, max(rt.started_at, t - dt), _startup_line(svc))
+            if not rt.ready:
+                continue
+            served = [(stats.rate, name, stats) for name, stats in by_service.get(svc, [])]
+            busiest = max(served, default=None)
+            if busiest is not None and busiest[0] > 0:
+                self.logs.write(labels, t - dt / 2, _info_line(svc, busiest[1], busiest[2], t))
+            for _, name, stats in served:
+                if stats.rate * dt * stats.error >= 0.5 and stats.causes:
+                    _, cause = max(stats.causes)
+                    self.logs.write(labels, t - dt / 3, _error_line(svc, name, cause, t))
+
+    # ---- traces -----------------------------------------------------------------------------
+    def traces(
+        self,
+        service: str,
+        operation: str | None,
+        tags: dict[str, str],
+        start: float,
+        end: float,
+        limit: int,
+        seed: int,
+    ) -> list[dict[str, Any]]:
+        """Jaeger traces touching a service within [start, end], newest first.
+
+        Args:
+            service: A span's process serviceName must equal this.
+            operation: When given, a span of that service must have this operationName.
+            tags: Every key=value must appear as a tag of some span of the trace.
+            start: Earliest trace start (epoch seconds).
+            end: Latest trace start.
+            limit: Most traces returned.
+            seed: The environment seed (traces are a pure function of seed and interval).
+        """
+        out: list[dict[str, Any]] = []
+        for index in range(len(self.history) - 1, -1, -1):
+            t, traffic = self.history[index]
+            if t < start - 15 or t > end + 15:
+                continue
+            for route in sorted(k[1] for k in traffic.ops if k[0] == PROXY):
+                stats = traffic.ops[(PROXY, route)]
+                if stats.rate <= 0 or service not in _ROUTE_SERVICES[route]:
+                    continue
+                trace = _TraceBuilder(traffic, random.Random(f"{seed}/{index}/{route}"), t).build(
+                    route
+                )
+                if _trace_matches(trace, service, operation, tags):
+                    out.append(trace)
+                    if len(out) >= limit:
+                        return out
+        return out
+
+
+def server_span_name(service: str, operation: str) -> str:
+    """The span name a server operation is exported under (Envoy names every route ingress)."""
+    return "ingress" if service == PROXY else operation
+
+
+def client_span_name(caller: str, callee: str, operation: str) -> str:
+    """The span name of a client call (Envoy names it after the upstream cluster)."""
+    return f"router {callee} egress" if caller == PROXY else operation
+
+
+def _calls_key(svc: str, name: str, kind: str, status: str) -> tuple[tuple[str, str], ...]:
+    return (
+        ("__name__", "traces_span_metrics_calls_total"),
+        ("service_name", svc),
+        ("span_kind", kind),
+        ("span_name", name),
+        ("status_code", status),
+    )
+
+
+def _cdf_key(lat: Latency) -> tuple[float, float, float]:
+    return (round(lat.median_ms, 1), round(lat.tail, 3), round(lat.tail_ms, 1))
+
+
+def _lognormal_cdf(x: float, median: float) -> float:
+    return 0.5 * (1.0 + math.erf((math.log(x) - math.log(median)) / (SIGMA * math.sqrt(2.0))))
+
+
+def _float(text: object) -> float | None:
+    try:
+        return float(str(text))
+    except (TypeError, ValueError):
+        return None
+
+
+def _owner(pod: Obj) -> str:
+    refs = pod["metadata"].get("ownerReferences") or [{}]
+    return str(refs[0].get("name", ""))
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+_STYLE = {
+    "Go": "json",
+    ".NET": "dotnet",
+    "Java": "java",
+    "Kotlin": "java",
+    "TypeScript": "node",
+    "JavaScript": "node",
+    "Python": "python",
+    "Ruby": "ruby",
+    "Rust": "rust",
+    "PHP": "php",
+    "C++": "plain",
+    "Envoy": "envoy",
+    "nginx": "envoy",
+}
+
+
+def _format(svc: str, level: str, message: str, t: float) -> str:
+    spec = SERVICE_BY_NAME.get(svc)
+    style = _STYLE.get(spec.language if spec else "", "plain")
+    ts = _iso(t)
+    if style == "json":
+        return f'{{"time":"{ts}","level":"{level.upper()}","msg":"{message}","service":"{svc}"}}'
+    if style == "dotnet":
+        return f"{level[:4].lower()}: {svc}[0]\n      {message}".replace("\n      ", " ")
+    if style == "java":
+        return f"{ts} - {level.upper()} [grpc-default-executor-1] {svc} - {message}"
+    if style == "node":
+        lvl = 50 if level == "error" else 30
+        return f'{{"level":{lvl},"time":"{ts}","service":"{svc}","msg":"{message}"}}'
+    if style == "python":
+        return f"{ts} {level.upper()} [{svc}] {message}"
+    if style == "ruby":
+        return f"{level[0].upper()}, [{ts}] {level.upper()} -- {svc}: {message}"
+    if style == "rust":
+        return f"{ts} {level.upper()} {svc}: {message}"
+    if style == "php":
+        return f"[{ts}] {svc}.{level.upper()}: {message}"
+    if style == "envoy":
+        return f'[{ts}] "{message}"'
+    return f"[{ts}] [{level}] {svc}: {message}"
+
+
+def _startup_line(svc: str) -> str:
+    spec = SERVICE_BY_NAME.get(svc)
+    port = spec.port if spec else None
+    return f"{svc} started; listening on port {port}" if port else f"{svc} started"
+
+
+def _info_line(svc: str, op: str, stats: OpStats, t: float) -> str:
+    message = f"{op} served at {stats.rate:.2f}/s, median {stats.latency.median_ms:.0f} ms"
+    return _format(svc, "info", message, t - 7)
+
+
+def _error_line(svc: str, op: str, cause: str, t: float) -> str:
+    return _format(svc, "error", f"{op} failed: {cause}", t - 5)
+
+
+class _TraceBuilder:
+    """Builds one Jaeger trace for a proxy route from an interval's traffic."""
+
+    def __init__(self, traffic: TrafficState, rng: random.Random, t: float) -> None:
+        self.traffic = traffic
+        self.rng = rng
+        self.spans: list[dict[str, Any]] = []
+        self.processes: dict[str, dict[str, Any]] = {}
+        self.trace_id = f"{rng.getrandbits(128):032x}"
+        self.t0 = int((t - 15 + rng.random() * 14) * 1_000_000)
+
+    def _process(self, svc: str) -> str:
+        for pid, proc in self.processes.items():
+            if proc["serviceName"] == svc:
+                return pid
+        pid = f"p{len(self.processes) + 1}"
+        spec = SERVICE_BY_NAME.get(svc)
+        self.processes[pid] = {
+            "serviceName": svc,
+            "tags": [
+                {
+                    "key": "telemetry.sdk.language",
+                    "type": "string",
+                    "value": (spec.language if spec else ""),
+                },
+                {"key": "service.namespace", "type": "string", "value": "opentelemetry-demo"},
+            ],
+        }
+        return pid
+
+    def _span(
+        self,
+        svc: str,
+        name: str,
+        kind: str,
+        start: int,
+        duration: int,
+        parent: str | None,
+        error: str,
+        span_id: str | None = None,
+        at: int | None = None,
+    ) -> str:
+        """Record a span (at a list position when given); returns its id."""
+        span_id = span_id or f"{self.rng.getrandbits(64):016x}"
+        tags: list[dict[str, Any]] = [{"key": "span.kind", "type": "string", "value": kind}]
+        if error:
+            tags.append({"key": "error", "type": "bool", "value": True})
+            tags.append({"key": "otel.status_code", "type": "string", "value": "ERROR"})
+            tags.append({"key": "otel.status_description", "type": "string", "value": error})
+        span = {
+            "traceID": self.trace_id,
+            "spanID": span_id,
+            "operationName": name,
+            "references": (
+                [{"refType": "CHILD_OF", "traceID": self.trace_id, "spanID": parent}]
+                if parent
+                else []
+            ),
+            "startTime": start,
+            "duration": max(duration, 1),
+            "tags": tags,
+            "logs": [],
+            "processID": self._process(svc),
+            "warnings": None,
+        }
+        if at is None:
+            self.spans.append(span)
+        else:
+            self.spans.insert(at, span)
+        return span_id
+
+    def _sample(self, lat: Latency) -> float:
+        median = lat.tail_ms if lat.tail > 0 and self.rng.random() < lat.tail else lat.median_ms
+        return median * math.exp(SIGMA * self.rng.gauss(0.0, 1.0))
+
+    def build(self, route: str) -> dict[str, Any]:
+        self._serve(PROXY, route, self.t0, None)
+        return {
+            "traceID": self.trace_id,
+            "spans": sorted(self.spans, key=lambda s: (s["startTime"], s["spanID"])),
+            "processes": self.processes,
+            "warnings": None,
+        }
+
+    def _serve(self, svc: str, name: str, start: int, parent: str | None) -> tuple[int, str]:
+        """Emit the server span and its subtree; returns (duration us, error text)."""
+        op = _OPS[(svc, name)]
+        stats = self.traffic.ops.get((svc, name), OpStats())
+        spec = SERVICE_BY_NAME.get(svc)
+        instrumented = spec is not None and spec.instrumented
+        own_us = int(
+            _own_ms(op, stats, self.traffic) * 1000 * math.exp(SIGMA * self.rng.gauss(0, 1))
+        )
+        placeholder = len(self.spans)
+        span_id = f"{self.rng.getrandbits(64):016x}" if instrumented else (parent or "")
+        cursor = start + own_us // 2
+        error = ""
+        for call in op.calls:
+            edge = self.traffic.edges.get((svc, name, call.service, call.operation))
+            if edge is None:
+                continue
+            for _ in range(max(1, round(call.count))):
+                dur, cause = self._call(svc, call, edge, cursor, span_id, instrumented)
+                if call.mode == "sync" and cause:
+                    error = error or f"{call.operation} on {call.service}: {cause}"
+                if call.mode != "async":
+                    cursor += dur + 400
+        own_fail = 1.0 - (1.0 - stats.error) / max(_sync_survival(op, self.traffic), 1e-9)
+        if not error and self.rng.random() < max(own_fail, 0.0) and stats.causes:
+            error = max(stats.causes)[1]
+        duration = cursor - start + own_us // 2
+        if instrumented:
+            kind = "consumer" if op.kind == "SPAN_KIND_CONSUMER" else "server"
+            self._span(
+                svc,
+                server_span_name(svc, name),
+                kind,
+                start,
+                duration,
+                parent,
+                error,
+                span_id=span_id,
+                at=placeholder,
+            )
+        return duration, error
+
+    def _call(
+        self, svc: str, call: Call, edge: EdgeStats, start: int, parent: str, instrumented: bool
+    ) -> tuple[int, str]:
+        """One outgoing call: its client span and the callee's subtree; (duration us, error)."""
+        name = client_span_name(svc, call.service, call.operation)
+        kind = "producer" if call.mode == "async" else "client"
+        if self.rng.random() < edge.net_fail:
+            duration = int(self._sample(edge.latency) * 1000)
+            if instrumented:
+                self._span(svc, name, kind, start, duration, parent, edge.reason)
+            return duration, edge.reason
+        client_id = f"{self.rng.getrandbits(64):016x}" if instrumented else parent
+        placeholder = len(self.spans)
+        if (call.service, call.operation) in _OPS:
+            duration, cause = self._serve(call.service, call.operation, start + 200, client_id)
+        else:
+            duration, cause = int(self._sample(edge.latency) * 1000), ""
+        duration += int(edge.delay_ms * 1000)
+        callee = self.traffic.ops.get((call.service, call.operation))
+        # Calls the reached program does not understand fail without a server-side span error.
+        misrouted = edge.error - (callee.error if callee is not None else 0.0)
+        if not cause and misrouted > 0 and self.rng.random() < misrouted:
+            cause = edge.reason or "call failed"
+        if instrumented:
+            shown = cause if call.mode != "async" else ""
+            self._span(
+                svc, name, kind, start, duration + 400, parent, shown, client_id, placeholder
+            )
+        if call.mode == "async" and call.service == "kafka":
+            self._consumers(client_id, start + duration + 1000)
+        return duration, cause
+
+    def _consumers(self, parent: str, start: int) -> None:
+        for consumer in KAFKA_CONSUMERS:
+            if self.traffic.kafka_consumed.get(consumer.group, 0.0) <= 0:
+                continue
+            lag_us = int(self.traffic.kafka_lag.get(consumer.group, 0.0) * 50_000)
+            self._serve(consumer.service, consumer.operation, start + lag_us, parent)
+
+
+def _own_ms(op: Operation, stats: OpStats, traffic: TrafficState) -> float:
+    """An operation's own time now: its latency minus what its downstream calls take."""
+    if stats.rate <= 0:
+        return op.latency_ms
+    downstream = 0.0
+    for call in op.calls:
+        edge = traffic.edges.get((op.service, op.name, call.service, call.operation))
+        if edge is not None and call.mode != "async":
+            downstream += call.count * edge.latency.median_ms
+    return max(stats.latency.median_ms - downstream, 0.1)
+
+
+def _sync_survival(op: Operation, traffic: TrafficState) -> float:
+    ok = 1.0
+    for call in op.calls:
+        if call.mode != "sync":
+            continue
+        edge = traffic.edges.get((op.service, op.name, call.service, call.operation))
+        if edge is not None:
+            ok *= (1 - edge.error) ** call.count
+    return ok
+
+
+def _trace_matches(
+    trace: dict[str, Any], service: str, operation: str | None, tags: dict[str, str]
+) -> bool:
+    procs = trace["processes"]
+    spans = [s for s in trace["spans"] if procs[s["processID"]]["serviceName"] == service]
+    if not spans:
+        return False
+    if operation and not any(s["operationName"] == operation for s in spans):
+        return False
+    for key, value in tags.items():
+        found = any(
+            tag["key"] == key and str(tag["value"]).lower() == value.lower()
+            for s in trace["spans"]
+            for tag in s["tags"]
+        )
+        if not found:
+            return False
+    return True

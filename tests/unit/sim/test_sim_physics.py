@@ -1,0 +1,340 @@
+"""Physics of the twin: each fault mechanism produces its symptom from object state, and the
+generic remedy (changing the objects back) removes it through the same rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from waiting import firing, inject, wait_for_alert, wait_until_clear
+
+from itbench.core.models.observations import ActionVerb, AgentAction
+from itbench.environments.sim import SimEnvironment
+
+
+def act(twin: SimEnvironment, verb: ActionVerb, kind: str, name: str, **kw: Any) -> None:
+    result = twin.act(AgentAction(verb=verb, kind=kind, name=name, **kw))
+    assert result.ok, result.message
+
+
+def pods_of(env: SimEnvironment, workload: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in env.get_objects("Pod")
+        if p["metadata"]["labels"].get("opentelemetry.io/name") == workload
+    ]
+
+
+def waiting_reasons(env: SimEnvironment, workload: str) -> set[str]:
+    out = set()
+    for p in pods_of(env, workload):
+        for cs in p["status"].get("containerStatuses", []):
+            if "waiting" in cs["state"]:
+                out.add(cs["state"]["waiting"]["reason"])
+    return out
+
+
+def test_nonexistent_image_backs_off_and_rollout_undo_restores(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.nonexistent-image", workload="checkout")
+    assert wait_for_alert(env, "PodNotReady", {"deployment": "checkout"}, 300) is not None
+    assert "ImagePullBackOff" in waiting_reasons(env, "checkout")
+    # Rolling update keeps the old pod serving: checkout still works.
+    assert env.snapshot().workload("checkout").ready_replicas == 1  # type: ignore[union-attr]
+    act(env, ActionVerb.ROLLOUT_UNDO, "deployment", "checkout")
+    assert wait_until_clear(env, 300) is not None
+    assert waiting_reasons(env, "checkout") == set()
+    assert len(pods_of(env, "checkout")) == 1
+
+
+def test_wrong_architecture_image_crash_loops_until_image_is_fixed(env: SimEnvironment) -> None:
+    good = env.get_objects("Deployment", "cart")[0]["spec"]["template"]["spec"]["containers"][0]
+    inject(env, "kubernetes.wrong-arch-image", workload="cart")
+    assert wait_for_alert(env, "PodCrashLooping", {"deployment": "cart"}, 300) is not None
+    new = [
+        p for p in pods_of(env, "cart") if p["spec"]["containers"][0]["image"].endswith("-arm64")
+    ]
+    last = new[0]["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    assert last["reason"] == "Error"
+    assert any("exec format error" in line for line in env.pod_logs(new[0]["metadata"]["name"], 50))
+    act(env, ActionVerb.SET_IMAGE, "deployment", "cart", image=good["image"])
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_memory_limit_below_working_set_is_oom_killed_until_raised(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.memory-limit", workload="ad", memory="16Mi")
+    assert wait_for_alert(env, "ContainerOOMKilled", {"deployment": "ad"}, 120) is not None
+    assert wait_for_alert(env, "PodCrashLooping", {"deployment": "ad"}, 300) is not None
+    crashing = [
+        p
+        for p in pods_of(env, "ad")
+        if p["spec"]["containers"][0]["resources"]["limits"]["memory"] == "16Mi"
+    ]
+    status = crashing[0]["status"]["containerStatuses"][0]
+    assert status["lastState"]["terminated"]["reason"] == "OOMKilled"
+    assert status["restartCount"] >= 2
+    act(
+        env,
+        ActionVerb.SET_RESOURCES,
+        "deployment",
+        "ad",
+        limits={"memory": "300Mi"},
+        requests={"memory": "300Mi"},
+    )
+    assert wait_until_clear(env, 900) is not None
+
+
+def test_network_policy_blocking_the_port_fails_callers(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.block-ingress", workload="product-catalog", port=8080)
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "frontend"}, 300) is not None
+    snap = env.snapshot()
+    assert snap.workload("product-catalog").ready_replicas == 1  # type: ignore[union-attr]
+    assert snap.workload("frontend").error_ratio > 0.3  # type: ignore[union-attr]
+    act(env, ActionVerb.DELETE, "networkpolicy", "itbench-block-product-catalog")
+    assert wait_until_clear(env, 600) is not None
+    assert env.snapshot().workload("frontend").error_ratio == 0  # type: ignore[union-attr]
+
+
+def test_network_policy_on_another_port_changes_nothing(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.block-ingress", workload="product-catalog", port=9999)
+    env.advance(300)
+    assert env.alerts() == []
+    assert env.snapshot().workload("frontend").error_ratio == 0  # type: ignore[union-attr]
+
+
+def test_wrong_service_selector_empties_endpoints(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.service-selector", service="cart", value="wrong")
+    env.advance(15)
+    assert env.get_objects("Endpoints", "cart")[0]["subsets"] == []
+    assert wait_for_alert(env, "NoRequests", {"service_name": "cart"}, 300) is not None
+    assert firing(env, "RequestErrorRate", {"service_name": "checkout"})
+    act(
+        env,
+        ActionVerb.PATCH,
+        "service",
+        "cart",
+        patch={"spec": {"selector": {"opentelemetry.io/name": "cart"}}},
+    )
+    env.advance(15)
+    assert env.get_objects("Endpoints", "cart")[0]["subsets"][0]["addresses"]
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_wrong_target_port_keeps_endpoints_but_refuses_calls(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.service-target-port", service="currency", port=9999)
+    env.advance(15)
+    subset = env.get_objects("Endpoints", "currency")[0]["subsets"][0]
+    assert subset["ports"][0]["port"] == 9999
+    assert subset["addresses"]
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "frontend"}, 300) is not None
+    act(
+        env,
+        ActionVerb.PATCH,
+        "service",
+        "currency",
+        patch={"spec": {"ports": [{"name": "tcp-service", "targetPort": 8080}]}},
+    )
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_missing_node_leaves_the_new_pod_pending(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.nonexistent-node", workload="quote")
+    assert wait_for_alert(env, "PodNotReady", {"deployment": "quote"}, 300) is not None
+    phases = sorted(p["status"]["phase"] for p in pods_of(env, "quote"))
+    assert phases == ["Pending", "Running"]
+    assert any(e["reason"] == "FailedScheduling" for e in env.events())
+    act(env, ActionVerb.ROLLOUT_UNDO, "deployment", "quote")
+    assert wait_until_clear(env, 300) is not None
+    assert [p["status"]["phase"] for p in pods_of(env, "quote")] == ["Running"]
+
+
+def test_readiness_probe_on_a_closed_port_keeps_pods_unready(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.bad-readiness-probe", workload="shipping", port=9999)
+    assert wait_for_alert(env, "PodNotReady", {"deployment": "shipping"}, 300) is not None
+    assert any(e["reason"] == "Unhealthy" for e in env.events())
+    act(
+        env,
+        ActionVerb.PATCH,
+        "deployment",
+        "shipping",
+        patch={
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "shipping", "readinessProbe": {"tcpSocket": {"port": 8080}}}
+                        ]
+                    }
+                }
+            }
+        },
+    )
+    assert wait_until_clear(env, 300) is not None
+
+
+def test_scaled_to_zero_serves_nothing_until_scaled_back(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.scale-to-zero", workload="payment")
+    assert wait_for_alert(env, "NoRequests", {"service_name": "payment"}, 300) is not None
+    assert firing(env, "RequestErrorRate", {"service_name": "checkout"})
+    act(env, ActionVerb.SCALE, "deployment", "payment", replicas=1)
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_flag_failure_mode_is_cleared_by_resetting_the_flag(env: SimEnvironment) -> None:
+    inject(env, "flagd.payment-failure", percent=100)
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "payment"}, 300) is not None
+    assert env.snapshot().flags["paymentFailure"] == "100%"
+    act(env, ActionVerb.SET_FLAG, "configmap", "flagd-config", flag="paymentFailure", variant="off")
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_flags_fall_back_to_defaults_while_flagd_is_down(env: SimEnvironment) -> None:
+    inject(env, "flagd.cart-failure")
+    inject(env, "kubernetes.scale-to-zero", key="flagd-down", workload="flagd")
+    env.advance(300)
+    assert not firing(env, "RequestErrorRate", {"service_name": "cart"})
+
+
+def test_network_delay_raises_latency_until_the_chaos_object_is_deleted(
+    env: SimEnvironment,
+) -> None:
+    inject(env, "chaos.network-delay", workload="product-catalog", latencyMs=2000)
+    assert wait_for_alert(env, "RequestLatencyHigh", {"service_name": "frontend"}, 300) is not None
+    act(env, ActionVerb.DELETE, "networkchaos", "itbench-delay-product-catalog")
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_network_partition_cuts_only_the_targeted_pair(env: SimEnvironment) -> None:
+    inject(env, "chaos.network-partition", workload="checkout", target="payment")
+    assert wait_for_alert(env, "NoRequests", {"service_name": "payment"}, 300) is not None
+    assert not firing(env, "RequestErrorRate", {"service_name": "cart"})
+    act(env, ActionVerb.DELETE, "networkchaos", "itbench-partition-checkout-payment")
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_pod_failure_chaos_makes_pods_unready(env: SimEnvironment) -> None:
+    inject(env, "chaos.pod-failure", workload="currency")
+    assert wait_for_alert(env, "PodNotReady", {"deployment": "currency"}, 300) is not None
+    act(env, ActionVerb.DELETE, "podchaos", "itbench-pod-failure-currency")
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_jvm_chaos_only_affects_jvm_workloads(env: SimEnvironment) -> None:
+    inject(env, "chaos.jvm-return", key="go", workload="checkout")
+    env.advance(300)
+    assert env.alerts() == []
+    inject(env, "chaos.jvm-return", key="java", workload="ad")
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "ad"}, 300) is not None
+
+
+def test_http_chaos_only_affects_http_servers(env: SimEnvironment) -> None:
+    inject(env, "chaos.http-abort", key="grpc", workload="cart", port=8080)
+    env.advance(300)
+    assert env.alerts() == []
+    inject(env, "chaos.http-tamper", key="http", workload="shipping", port=8080)
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "checkout"}, 300) is not None
+
+
+def test_cpu_limit_throttles_and_raising_it_recovers(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.cpu-limit", workload="frontend", cpu="10m")
+    assert wait_for_alert(env, "CPUThrottlingHigh", {"deployment": "frontend"}, 400) is not None
+    act(
+        env,
+        ActionVerb.SET_RESOURCES,
+        "deployment",
+        "frontend",
+        limits={"cpu": "500m"},
+        requests={"cpu": "100m"},
+    )
+    assert wait_until_clear(env, 900) is not None
+
+
+def test_valkey_password_breaks_the_cart_until_credentials_match(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.valkey-password", password="s3cret")
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "cart"}, 300) is not None
+    act(
+        env,
+        ActionVerb.SET_ENV,
+        "deployment",
+        "cart",
+        env={"VALKEY_ADDR": "valkey-cart:6379,password=s3cret"},
+    )
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_dependency_address_points_nowhere_until_restored(env: SimEnvironment) -> None:
+    inject(
+        env,
+        "kubernetes.env-dependency-address",
+        workload="checkout",
+        variable="CART_ADDR",
+        value="cart:9999",
+    )
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "checkout"}, 300) is not None
+    act(env, ActionVerb.SET_ENV, "deployment", "checkout", env={"CART_ADDR": "cart:8080"})
+    assert wait_until_clear(env, 600) is not None
+
+
+def test_hpa_with_a_tiny_target_scales_to_max_and_costs_more(env: SimEnvironment) -> None:
+    before = env.snapshot().cost_per_hour
+    inject(env, "kubernetes.hpa-misconfiguration", workload="frontend", maxReplicas=8)
+    assert (
+        wait_for_alert(env, "HPAMaxedOut", {"horizontalpodautoscaler": "frontend"}, 300) is not None
+    )
+    snap = env.snapshot()
+    assert snap.workload("frontend").desired_replicas == 8  # type: ignore[union-attr]
+    assert snap.cost_per_hour > before
+    assert firing(env, "CostBudgetExceeded", {"namespace": "otel-demo"})
+    act(
+        env,
+        ActionVerb.PATCH,
+        "hpa",
+        "frontend",
+        patch={
+            "spec": {
+                "maxReplicas": 3,
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": 80},
+                        },
+                    }
+                ],
+            }
+        },
+    )
+    assert wait_until_clear(env, 900) is not None
+    env.advance(600)  # the downscale stabilisation window lets replicas fall step by step
+    assert env.snapshot().workload("frontend").desired_replicas == 1  # type: ignore[union-attr]
+
+
+def test_cost_budget_below_the_real_cost_fires_until_raised(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.cost-alert-threshold", threshold="0.03")
+    assert wait_for_alert(env, "CostBudgetExceeded", {"namespace": "otel-demo"}, 300) is not None
+    act(
+        env,
+        ActionVerb.PATCH,
+        "configmap",
+        "cost-alert-config",
+        patch={"data": {"budgetPerHour": "0.075"}},
+    )
+    assert wait_until_clear(env, 300) is not None
+
+
+def test_remove_restores_the_objects_an_injection_touched(env: SimEnvironment) -> None:
+    baseline = env.get_objects("Deployment", "checkout")[0]["spec"]["template"]
+    inject(env, "kubernetes.nonexistent-image", key="k", workload="checkout")
+    inject(env, "kubernetes.block-ingress", key="np", workload="cart", port=8080)
+    assert env.remove("k") and env.remove("np")
+    assert not env.remove("k")
+    assert env.get_objects("Deployment", "checkout")[0]["spec"]["template"] == baseline
+    assert env.get_objects("NetworkPolicy") == []
+    assert wait_until_clear(env, 300) is not None
+    assert env.injections() == ["k", "np"]
+
+
+def test_autoscaler_does_not_undo_a_scale_to_zero(env: SimEnvironment) -> None:
+    inject(env, "kubernetes.scale-to-zero", workload="frontend")
+    env.advance(300)
+    assert env.snapshot().workload("frontend").desired_replicas == 0  # type: ignore[union-attr]
+    assert firing(env, "NoRequests", {"service_name": "frontend"})
