@@ -1,0 +1,1 @@
+"""The null baseline: reports STARTED and FINISHED and does nothing else."""

@@ -1,0 +1,1 @@
+"""The random baseline: a random workload as root cause and a random harmless action."""

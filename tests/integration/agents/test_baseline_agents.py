@@ -1,0 +1,141 @@
+"""The baseline agents on the shipped catalog in the simulator, through the gateway and the SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from agent_harness import Attempt, FaultDidNotManifestError, Harness, catalog
+
+from agents import BUILTIN_AGENTS
+from itbench.core.models.base import Domain
+from itbench.core.models.scenario import Scenario
+from itbench.core.scoring.diagnosis import localization_passed, predicted_root_causes
+
+SCENARIOS = catalog()
+SRE = [s for s in SCENARIOS if s.spec.domain == Domain.SRE]
+FINOPS = [s for s in SCENARIOS if s.spec.domain == Domain.FINOPS]
+FAULTY = [s for s in SCENARIOS if not s.spec.control]
+
+
+@pytest.fixture(scope="module")
+def harness() -> Iterator[Harness]:
+    yield Harness()
+
+
+def _ids(scenarios: list[Scenario]) -> list[str]:
+    return [s.name for s in scenarios]
+
+
+def _localized(attempt: Attempt) -> bool:
+    report = attempt.session.diagnosis
+    assert report is not None, f"{attempt.scenario.name}: no diagnosis submitted"
+    return localization_passed(predicted_root_causes(report), attempt.scenario.spec.ground_truth)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_ids(SCENARIOS))
+def test_the_oracle_localizes_and_clears_every_scenario(
+    harness: Harness, scenario: Scenario
+) -> None:
+    attempt = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["oracle"], allow_oracle=True)
+    if scenario.spec.domain == Domain.CISO:
+        assert attempt.session.posture is not None
+        return
+    assert _localized(attempt)
+    assert attempt.expected_alerts_firing() == []
+    assert attempt.session.mitigation is not None
+    assert attempt.session.mitigation.resolved is True
+    assert attempt.session.state.value == "Closed"
+    assert attempt.session.rejected_submissions == 0
+
+
+def test_the_oracle_without_permission_learns_nothing(harness: Harness) -> None:
+    scenario = FAULTY[0]
+    attempt = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["oracle"], allow_oracle=False)
+    assert attempt.session.diagnosis is None
+    assert [e.action for e in attempt.session.audit if e.outcome == "refused"] == ["oracle"]
+    assert attempt.expected_alerts_firing() != []
+
+
+@pytest.mark.parametrize("scenario", FAULTY[:4], ids=_ids(FAULTY[:4]))
+def test_the_null_agent_reports_nothing_and_changes_nothing(
+    harness: Harness, scenario: Scenario
+) -> None:
+    attempt = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["null"])
+    assert attempt.session.diagnosis is None
+    assert attempt.session.mitigation is None
+    assert [e.action for e in attempt.session.audit] == [
+        "protocol.list",
+        "protocol.started",
+        "protocol.finished",
+    ]
+    assert attempt.expected_alerts_firing() != []
+
+
+def test_the_random_agent_is_deterministic_per_trial(harness: Harness) -> None:
+    scenario = SRE[0]
+    first = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["random"])
+    assert first.session.diagnosis is not None
+    guesses = predicted_root_causes(first.session.diagnosis)
+    assert len(guesses) == 1
+    assert guesses[0].startswith("Deployment/")
+    acts = [e for e in first.session.audit if e.action.startswith("act.")]
+    assert [e.action for e in acts] == ["act.rollout-restart"]
+
+
+SRE_FAULTY = [s for s in SRE if not s.spec.control]
+
+
+@pytest.fixture(scope="module")
+def heuristic_sre(harness: Harness) -> dict[str, Attempt]:
+    attempts = {}
+    for scenario in SRE:
+        try:
+            attempts[scenario.name] = harness.attempt(scenario, BUILTIN_AGENTS["heuristic-sre"])
+        except FaultDidNotManifestError:
+            continue
+    return attempts
+
+
+def test_heuristic_sre_localizes_most_sre_faults(heuristic_sre: dict[str, Attempt]) -> None:
+    localized = sorted(n for n, a in heuristic_sre.items() if _localized(a))
+    missed = sorted(set(heuristic_sre) - set(localized))
+    assert len(localized) >= 0.8 * len(heuristic_sre), f"missed: {missed}"
+
+
+def test_heuristic_sre_clears_the_alerts_of_most_sre_faults(
+    heuristic_sre: dict[str, Attempt],
+) -> None:
+    cleared = sorted(n for n, a in heuristic_sre.items() if not a.expected_alerts_firing())
+    missed = sorted(set(heuristic_sre) - set(cleared))
+    assert len(cleared) >= 0.8 * len(heuristic_sre), f"still firing: {missed}"
+
+
+def test_heuristic_sre_names_a_chain_back_to_the_entry_service(
+    heuristic_sre: dict[str, Attempt],
+) -> None:
+    attempt = heuristic_sre["product-catalog-ingress-blocked"]
+    report = attempt.session.diagnosis
+    assert report is not None
+    assert "NetworkPolicy/itbench-block-product-catalog" in predicted_root_causes(report)
+    targets = [edge.target for edge in report.propagation_chain]
+    assert "Deployment/frontend" in targets
+    assert attempt.expected_alerts_firing() == []
+
+
+def test_heuristic_sre_never_trips_a_guardrail(heuristic_sre: dict[str, Attempt]) -> None:
+    refused = [
+        (name, e.action, e.reason)
+        for name, a in heuristic_sre.items()
+        for e in a.session.audit
+        if e.outcome in ("refused", "rejected")
+    ]
+    assert refused == []
+
+
+@pytest.mark.skipif(not FINOPS, reason="the catalog has no FinOps scenarios yet")
+@pytest.mark.parametrize("scenario", FINOPS, ids=_ids(FINOPS))
+def test_heuristic_finops_fixes_the_cost_problem(harness: Harness, scenario: Scenario) -> None:
+    attempt = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["heuristic-finops"])
+    assert _localized(attempt)
+    assert attempt.expected_alerts_firing() == []

@@ -1,0 +1,132 @@
+"""The SDK over an ASGI transport and a real socket, and the checked-in OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from pathlib import Path
+
+import httpx
+import uvicorn
+from gateway_fakes import Gateway
+
+from itbench.client import AgentAction, AsyncITBenchClient, ITBenchAPIError, ITBenchClient
+from itbench.gateway.openapi import openapi_document, render
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_async_client_works_a_trial_end_to_end(gw: Gateway) -> None:
+    session = gw.open("t1")
+
+    async def agent() -> list[str]:
+        async with AsyncITBenchClient.in_process(gw.app, session.token) as client:
+            trial = await client.next_trial()
+            task = await client.task()
+            await client.started()
+            pods = await client.get("pods")
+            await client.act(AgentAction(verb="rollout-undo", kind="Deployment", name="cart"))
+            waited = await client.wait(30)
+            try:
+                await client.oracle()
+            except ITBenchAPIError as exc:
+                refused = exc.slug
+            await client.finished()
+            return [
+                trial.trial_id,
+                task.alerts[0].alertname,
+                str(len(pods.items)),
+                str(waited.firing_alerts),
+                refused,
+            ]
+
+    assert asyncio.run(agent()) == ["t1", "KubePodNotReady", "2", "0", "forbidden-ground-truth"]
+    assert session.state.value == "Finished"
+    assert [e.action for e in session.audit][-3:] == [
+        "protocol.wait",
+        "oracle",
+        "protocol.finished",
+    ]
+
+
+def test_the_async_client_polls_with_its_injected_sleep(gw: Gateway) -> None:
+    session = gw.open("t1", ready=False)
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        gw.registry.mark_ready("t1", session.env.now())
+
+    async def poll() -> str:
+        client = AsyncITBenchClient(
+            "http://gw",
+            session.token,
+            transport=httpx.ASGITransport(app=gw.app),
+            poll_interval=2.0,
+            sleep=fake_sleep,
+        )
+        trial = await client.next_trial()
+        await client.aclose()
+        return trial.state
+
+    assert asyncio.run(poll()) == "Ready"
+    assert slept == [2.0]
+
+
+def test_docs_openapi_json_is_up_to_date() -> None:
+    checked_in = (ROOT / "docs" / "openapi.json").read_text(encoding="utf-8")
+    assert checked_in == render(), (
+        "docs/openapi.json is stale: run `python -m itbench.gateway.openapi docs/openapi.json`"
+    )
+
+
+def test_the_openapi_document_describes_bodies_problems_and_bearer_auth() -> None:
+    doc = openapi_document()
+    diagnosis = doc["paths"]["/v1/trials/{trial_id}/diagnosis"]["post"]
+    body = diagnosis["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/DiagnosisReport"}
+    assert "propagationChain" in doc["components"]["schemas"]["DiagnosisReport"]["properties"]
+    problem = diagnosis["responses"]["default"]["content"]["application/problem+json"]
+    assert problem["schema"] == {"$ref": "#/components/schemas/Problem"}
+    assert doc["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert json.dumps(doc).count("HTTPValidationError") == 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn on an ephemeral loopback port that signals when it listens."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+
+def test_the_sync_client_works_against_a_real_socket(gw: Gateway) -> None:
+    session = gw.open("t1")
+    server = _Server(uvicorn.Config(gw.app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert server.listening.wait(timeout=30)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        with ITBenchClient(f"http://127.0.0.1:{port}", session.token) as client:
+            assert client.next_trial().trial_id == "t1"
+            assert client.alerts()[0].alertname == "KubePodNotReady"
+            try:
+                client.get("scenarios")
+            except ITBenchAPIError as exc:
+                refused = exc.problem["rule"]
+        assert refused == "ground-truth"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert [e.action for e in session.audit] == [
+        "protocol.list",
+        "observe.alerts",
+        "observe.kubectl.get",
+    ]
