@@ -33,9 +33,10 @@ lint: $(STAMP)
 
 generate: $(STAMP)
 	$(BIN)/itbench crds generate --output-dir crds --chart-dir charts/itbench/crds --schema-dir schemas
+	$(BIN)/python -m itbench.gateway.openapi docs/openapi.json
 
 check-generated: generate
-	git diff --exit-code -- crds charts/itbench/crds schemas
+	git diff --exit-code -- crds charts/itbench/crds schemas docs/openapi.json
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(ARGS)
