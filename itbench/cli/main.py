@@ -9,11 +9,21 @@ from itbench.cli.context import BadInput
 from itbench.cli.crds import crds
 from itbench.cli.faults import faults
 from itbench.cli.report import report_group
+from itbench.cli.run import run_command
 from itbench.cli.scenarios import scenarios
+from itbench.cli.serve import serve_command
 from itbench.cli.version import version
 from itbench.settings import Settings, load_settings
 
-COMMANDS: list[click.Command] = [version, scenarios, faults, crds, report_group]
+COMMANDS: list[click.Command] = [
+    version,
+    scenarios,
+    faults,
+    crds,
+    report_group,
+    run_command,
+    serve_command,
+]
 """Every top-level command or group; a new noun adds its module's group here."""
 
 

@@ -1,0 +1,73 @@
+"""The default embedded benchmark at full size: whole catalog, 10 trials per scenario, the
+heuristic agents, every core. Targets: under 60 s wall time and under 1 GB peak memory."""
+
+from __future__ import annotations
+
+import resource
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks.harness import Figure, peak_children_rss_mb, peak_rss_mb
+from itbench.catalog_files import load_catalog
+from itbench.core.models.base import Domain
+from itbench.execution.benchmark import default_workers
+from itbench.execution.embedded import BenchmarkOptions, run_benchmark
+from itbench.execution.plan import DEFAULT_AGENTS
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIALS = 10
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run() -> list[Figure]:
+    """Run the benchmark once and return its figures."""
+    catalog, _problems = load_catalog(ROOT / "scenarios")
+    workers = default_workers()
+    options = BenchmarkOptions(
+        run="bench",
+        agents=list(DEFAULT_AGENTS),
+        scenarios=list(catalog),
+        trials=TRIALS,
+        seed=42,
+        workers=workers,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu_before = _cpu_seconds()
+        start = time.perf_counter()
+        result = run_benchmark(options, Path(tmp), created_at=datetime.now(UTC))
+        wall = time.perf_counter() - start
+        cpu = _cpu_seconds() - cpu_before
+    trials = len(result.plans)
+    # Workers run side by side: the peak is at most the parent's plus each worker's peak.
+    peak = peak_rss_mb() + workers * peak_children_rss_mb()
+    report = result.report
+    figures = [
+        Figure("benchmark.wall_time", wall, "s", target=60.0),
+        Figure("benchmark.peak_memory", peak, "MB", target=1024.0),
+        Figure("benchmark.trials", float(trials), "trials"),
+        Figure("benchmark.throughput", trials / wall if wall else 0.0, "trials/s"),
+        # CPU time does not depend on what else the machine runs; spread over the workers it
+        # is the wall time the run would take on otherwise idle cores.
+        Figure("benchmark.cpu_time", cpu, "s"),
+        Figure("benchmark.cpu_per_trial", cpu / trials if trials else 0.0, "s"),
+        Figure("benchmark.idle_core_wall_estimate", cpu / workers, "s"),
+        Figure("benchmark.errored", float(report.errored.count), "trials"),
+    ]
+    for task in report.tasks:
+        if task.pass_at_k:
+            mean = task.pass_at_k[0].estimate.mean
+            figures.append(Figure(f"heuristic.{task.key}.pass_at_1", mean or 0.0, "ratio"))
+    for rate in report.resolution:
+        key = rate.domain.value.lower() if rate.domain != Domain.FINOPS else "finops"
+        figures.append(Figure(f"heuristic.{key}.resolution", rate.estimate.mean or 0.0, "ratio"))
+    for timing in report.timings:
+        if timing.mean_seconds is not None:
+            figures.append(Figure(f"heuristic.{timing.key}", timing.mean_seconds, "s"))
+    return figures

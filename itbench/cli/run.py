@@ -1,0 +1,265 @@
+"""`itbench run`: benchmark built-in agents over the catalog on the embedded simulator."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich import box
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
+from itbench.cli.scenarios import open_catalog, scenarios_dir_option
+from itbench.core.catalog import Catalog
+from itbench.core.models.agent_submission import BuiltinAgent
+from itbench.core.models.base import Domain, TelemetryToggles
+from itbench.core.models.scenario import Scenario
+from itbench.core.models.trial import TrialStatus
+from itbench.execution.benchmark import default_workers
+from itbench.execution.embedded import (
+    BenchmarkOptions,
+    BenchmarkResult,
+    resume_benchmark,
+    run_benchmark,
+)
+from itbench.execution.plan import AGENT_DOMAINS, DEFAULT_AGENTS, TrialPlan
+from itbench.execution.report_html import breakdown_rows, metric_rows
+from itbench.settings import Settings
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def select_scenarios(
+    catalog: Catalog, names: tuple[str, ...], domain: str | None
+) -> list[Scenario]:
+    """The scenarios a run covers: the named ones (all when none), optionally of one domain.
+
+    Raises:
+        BadInput: When a name is unknown or nothing is selected.
+    """
+    if names:
+        unknown = [n for n in names if n not in catalog]
+        if unknown:
+            raise BadInput(
+                f"unknown scenario(s): {', '.join(unknown)}; see `itbench scenarios list`"
+            )
+        chosen = [catalog.get(n) for n in dict.fromkeys(names)]
+    else:
+        chosen = list(catalog)
+    if domain is not None:
+        chosen = [s for s in chosen if s.spec.domain.value.lower() == domain.lower()]
+    if not chosen:
+        raise BadInput("no scenario selected; check --scenario and --domain")
+    return chosen
+
+
+def _progress_console() -> Console:
+    return Console(file=sys.stderr)
+
+
+class _ProgressView:
+    """A progress bar on stderr counting finished trials by outcome."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]trials"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=_progress_console(),
+            transient=False,
+        )
+        self.task = self.progress.add_task("", total=None)
+        self.counts: Counter[str] = Counter()
+
+    def start(self, total: int) -> None:
+        self.progress.update(self.task, total=total)
+
+    def done(self, plan: TrialPlan, status: TrialStatus) -> None:
+        self.counts[status.phase.value] += 1
+        text = " ".join(
+            f"{phase.lower()} {self.counts[phase]}"
+            for phase in ("Succeeded", "Failed", "Errored")
+            if self.counts[phase]
+        )
+        self.progress.update(self.task, advance=1, description=text)
+
+
+def print_result(result: BenchmarkResult, console: Console) -> None:
+    """Print the report table and where the artefacts are."""
+    table = Table(title="ITBench report (labelled by task)", box=box.SIMPLE_HEAD)
+    table.add_column("Metric")
+    table.add_column("Value", justify="right")
+    table.add_column("Detail", style="dim")
+    for row in metric_rows(result.report):
+        table.add_row(row["label"], row["value"], row["detail"])
+    console.print(table)
+    parts = Table(title="Breakdowns (pass@1 per task)", box=box.SIMPLE_HEAD)
+    for header in ("By", "Slice", "Trials", "Errored", "Tasks", "Resolution"):
+        parts.add_column(header)
+    for row in breakdown_rows(result.report):
+        parts.add_row(
+            row["dimension"],
+            row["value"],
+            row["trials"],
+            row["errored"],
+            row["tasks"],
+            row["resolution"],
+        )
+    console.print(parts)
+    counts = result.counts()
+    console.print(
+        f"trials: {sum(counts.values())}  succeeded: {counts['Succeeded']}  "
+        f"failed (agent): {counts['Failed']}  errored (platform): {counts['Errored']}"
+    )
+    errored = [s for s in result.statuses.values() if s.phase.value == "Errored"]
+    for reason, n in Counter(s.reason for s in errored).most_common():
+        console.print(f"  errored {reason}: {n}")
+    console.print(f"report: {result.root / 'report.json'}")
+    console.print(f"page:   {result.root / 'report.html'}")
+    console.print(f"trials: {result.root / 'trials.jsonl'}")
+
+
+@click.command("run")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    type=click.Choice([a.value for a in BuiltinAgent]),
+    help="Built-in agent to benchmark (repeatable) [default: heuristic-sre, heuristic-finops].",
+)
+@click.option(
+    "--scenario", "scenario_names", multiple=True, help="Scenario name (repeatable) [default: all]."
+)
+@click.option(
+    "--domain",
+    type=click.Choice([d.value for d in Domain], case_sensitive=False),
+    help="Only scenarios of this domain.",
+)
+@click.option(
+    "--trials",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="Trials per scenario and agent.",
+)
+@click.option("--seed", default=42, show_default=True, type=click.IntRange(0), help="Run seed.")
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where run directories go [default: settings outputDir, ./out].",
+)
+@click.option("--run-name", default=None, help="Name of the run directory [default: run-<time>].")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Worker processes [default: the machine's cores].",
+)
+@click.option(
+    "--traces/--no-traces",
+    default=True,
+    show_default=True,
+    help="Show traces to the agent (--no-traces: the traces-off ablation).",
+)
+@click.option(
+    "--allow-oracle", is_flag=True, help="Allow the oracle agent, which reads the ground truth."
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Continue an interrupted run directory (other selection options are ignored).",
+)
+@scenarios_dir_option
+@pass_settings
+def run_command(
+    settings: Settings,
+    agents: tuple[str, ...],
+    scenario_names: tuple[str, ...],
+    domain: str | None,
+    trials: int,
+    seed: int,
+    output_dir: Path | None,
+    run_name: str | None,
+    workers: int | None,
+    traces: bool,
+    allow_oracle: bool,
+    resume_dir: Path | None,
+    scenarios_dir: Path | None,
+) -> None:
+    """Benchmark agents over the scenario catalog on the embedded simulator.
+
+    By default heuristic-sre runs the SRE scenarios and heuristic-finops the FinOps ones, 3
+    trials each, seed 42, in parallel; the report table is printed and the run directory gets
+    report.json, trials.jsonl and a self-contained report.html.
+    """
+    now = datetime.now(UTC)
+    view = _ProgressView()
+    workers = workers or default_workers()
+    with view.progress:
+        if resume_dir is not None:
+            try:
+                result = resume_benchmark(
+                    resume_dir,
+                    workers=workers,
+                    created_at=now,
+                    on_start=view.start,
+                    on_done=view.done,
+                )
+            except FileNotFoundError:
+                raise BadInput(f"{resume_dir} holds no run (plan.json is missing)") from None
+        else:
+            chosen_agents = [BuiltinAgent(a) for a in agents] or list(DEFAULT_AGENTS)
+            if BuiltinAgent.ORACLE in chosen_agents and not allow_oracle:
+                raise BadInput(
+                    "the oracle agent reads the ground truth; pass --allow-oracle to run it"
+                )
+            name = run_name or f"run-{now:%Y%m%d-%H%M%S}"
+            if not RUN_NAME.match(name):
+                raise BadInput(f"--run-name {name!r}: use letters, digits, '.', '_' or '-'")
+            catalog = open_catalog(settings, scenarios_dir)
+            scenarios = select_scenarios(catalog, scenario_names, domain)
+            domains = {d for a in chosen_agents for d in AGENT_DOMAINS[a]}
+            if not any(s.spec.domain in domains for s in scenarios):
+                raise BadInput(
+                    "none of the selected scenarios is in the agents' domains "
+                    f"({', '.join(sorted(d.value for d in domains))})"
+                )
+            options = BenchmarkOptions(
+                run=name,
+                agents=chosen_agents,
+                scenarios=scenarios,
+                trials=trials,
+                seed=seed,
+                workers=workers,
+                telemetry=TelemetryToggles(traces=traces),
+                allow_oracle=allow_oracle,
+            )
+            result = run_benchmark(
+                options,
+                output_dir or settings.output_dir,
+                created_at=now,
+                on_start=view.start,
+                on_done=view.done,
+            )
+    print_result(result, stdout_console())
+    counts = result.counts()
+    if counts and counts["Errored"] == sum(counts.values()):
+        warn("error: every trial errored (the platform's fault); see report.html")
+        raise SystemExit(1)

@@ -1,0 +1,204 @@
+"""`itbench serve --env sim`: the agent gateway on a port with one ready trial, for practice."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import uvicorn
+
+from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
+from itbench.cli.scenarios import open_catalog, scenarios_dir_option
+from itbench.core.models.agent_submission import BuiltinAgent
+from itbench.core.models.benchmark_run import Timeouts
+from itbench.core.models.scenario import Scenario
+from itbench.core.models.trial import TrialStatus
+from itbench.core.runner import new_status
+from itbench.environments.sim.environment import SimEnvironment
+from itbench.execution.benchmark import EMBEDDED_CONFIG
+from itbench.execution.driver import drive_trial
+from itbench.execution.evidence import MemoryEvidenceStore
+from itbench.execution.executor import TrialExecutor
+from itbench.execution.plan import TrialPlan, trial_seed
+from itbench.gateway.app import create_app
+from itbench.gateway.sessions import AgentState, SessionRegistry
+from itbench.settings import Settings
+
+PRACTICE_AGENT = "external"
+"""The agent name practice trials are published to."""
+
+
+@dataclass
+class PracticeTrial:
+    """One trial served to an external agent.
+
+    Attributes:
+        plan: The trial.
+        executor: Its executor (environment, sessions, evidence).
+        registry: The gateway's sessions.
+        app: The gateway app.
+    """
+
+    plan: TrialPlan
+    executor: TrialExecutor
+    registry: SessionRegistry
+    app: object
+
+
+def practice_trial(
+    scenario: Scenario, *, seed: int, agent_seconds: int, allow_oracle: bool
+) -> PracticeTrial:
+    """Build a practice trial of a scenario on a fresh simulator, with its gateway.
+
+    Args:
+        scenario: The scenario.
+        seed: The run seed (the environment's seed derives from it).
+        agent_seconds: The agent's time limit.
+        allow_oracle: Whether the oracle endpoint answers.
+    """
+    name = f"practice--{scenario.name}"
+    plan = TrialPlan(
+        name=name,
+        uid=str(uuid.uuid4()),
+        run="practice",
+        agent=BuiltinAgent.NULL,
+        scenario=scenario,
+        attempt=0,
+        seed=trial_seed(seed, scenario.name, 0),
+        timeouts=Timeouts(agent_seconds=agent_seconds),
+        allow_oracle=allow_oracle,
+    )
+    env = SimEnvironment(
+        seed=plan.seed,
+        namespace=scenario.spec.environment.namespace,
+        telemetry=scenario.spec.environment.telemetry,
+    )
+    registry = SessionRegistry()
+    ctx = plan.context(agent_name=PRACTICE_AGENT)
+    executor = TrialExecutor(ctx, env, registry, MemoryEvidenceStore(), virtual_time=True)
+    return PracticeTrial(plan=plan, executor=executor, registry=registry, app=create_app(registry))
+
+
+def external_agent(
+    on_ready: Callable[[str, str], None],
+    *,
+    wall_seconds: float,
+    poll: Callable[[], None] = lambda: time.sleep(0.5),
+) -> Callable[[TrialExecutor], None]:
+    """An agent runner that publishes the trial and waits for an external agent to finish.
+
+    It returns when the agent reports FINISHED, its (virtual) deadline passes, or the wall-clock
+    limit is reached.
+
+    Args:
+        on_ready: Called once with (trial id, token) when the trial is ready.
+        wall_seconds: Real seconds to wait at most.
+        poll: Waits between looks at the session.
+    """
+
+    def run(executor: TrialExecutor) -> None:
+        session = executor.session()
+        if session is None:
+            return
+        on_ready(session.trial_id, session.token)
+        started = time.monotonic()
+        while time.monotonic() - started < wall_seconds:
+            if session.state in (AgentState.FINISHED, AgentState.CLOSED):
+                return
+            if session.remaining_seconds() == 0:
+                return
+            poll()
+
+    return run
+
+
+@click.command("serve")
+@click.option(
+    "--env",
+    "env_type",
+    type=click.Choice(["sim"]),
+    default="sim",
+    show_default=True,
+    help="The environment behind the gateway (the simulator).",
+)
+@click.option("--scenario", "scenario_name", required=True, help="The scenario to practise on.")
+@click.option("--host", default=None, help="Listen address [default: settings gateway.host].")
+@click.option(
+    "--port",
+    default=None,
+    type=click.IntRange(1, 65535),
+    help="Listen port [default: settings gateway.port, 8080].",
+)
+@click.option("--seed", default=42, show_default=True, type=click.IntRange(0), help="Seed.")
+@click.option(
+    "--agent-seconds",
+    default=900,
+    show_default=True,
+    type=click.IntRange(1, 86400),
+    help="The agent's time limit (virtual seconds; also the real-time bound).",
+)
+@click.option("--allow-oracle", is_flag=True, help="Let GET /oracle reveal the ground truth.")
+@scenarios_dir_option
+@pass_settings
+def serve_command(
+    settings: Settings,
+    env_type: str,
+    scenario_name: str,
+    host: str | None,
+    port: int | None,
+    seed: int,
+    agent_seconds: int,
+    allow_oracle: bool,
+    scenarios_dir: Path | None,
+) -> None:
+    """Serve the agent API on a port with one ready trial, so an external agent can practise.
+
+    The fault is injected and its alerts fire before the trial is published; the token is
+    printed. When the agent reports FINISHED (or its time is up) the trial is scored and the
+    result printed; the server keeps running until interrupted.
+    """
+    catalog = open_catalog(settings, scenarios_dir)
+    if scenario_name not in catalog:
+        raise BadInput(f"unknown scenario {scenario_name!r}; see `itbench scenarios list`")
+    trial = practice_trial(
+        catalog.get(scenario_name),
+        seed=seed,
+        agent_seconds=agent_seconds,
+        allow_oracle=allow_oracle,
+    )
+    bind_host = host or settings.gateway.host
+    bind_port = port or settings.gateway.port
+    console = stdout_console()
+
+    def on_ready(trial_id: str, token: str) -> None:
+        console.print(f"gateway: http://{bind_host}:{bind_port}/v1  (OpenAPI: /docs)")
+        console.print(f"trial:   {trial_id}")
+        console.print(f"token:   {token}")
+        console.print(f"export ITBENCH_GATEWAY_URL=http://{bind_host}:{bind_port}")
+        console.print(f"export ITBENCH_TOKEN={token}")
+
+    def drive() -> None:
+        executor = trial.executor
+        final = drive_trial(
+            new_status(executor.now()),
+            executor,
+            persist=lambda _s: None,
+            run_agent=external_agent(on_ready, wall_seconds=float(agent_seconds)),
+            config=EMBEDDED_CONFIG,
+        )
+        _print_final(final)
+
+    def _print_final(final: TrialStatus) -> None:
+        console.print(f"trial {trial.plan.name}: {final.phase.value} ({final.reason})")
+        console.print(final.message)
+        if final.scores is not None:
+            console.print_json(final.scores.model_dump_json(by_alias=True, exclude_none=True))
+
+    warn(f"preparing {scenario_name} (env {env_type}): injecting the fault, waiting for alerts")
+    threading.Thread(target=drive, name="practice-trial", daemon=True).start()
+    uvicorn.run(trial.app, host=bind_host, port=bind_port, log_level="warning")  # type: ignore[arg-type]

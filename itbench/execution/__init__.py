@@ -1,0 +1,1 @@
+"""Carries out the state machine's actions: executor, embedded benchmark, artefact store."""

@@ -1,0 +1,105 @@
+"""The run's artefact store: one directory per run with plans, per-trial status, trajectories,
+trials.jsonl, report.json and report.html. Writes are atomic so a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from itbench.core.models.trial import TrialStatus
+from itbench.execution.plan import TrialPlan
+
+_PLANS = TypeAdapter(list[TrialPlan])
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see the old or the new content, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+class RunStore:
+    """Files of one benchmark run under `root` (e.g. `out/<run>/`)."""
+
+    def __init__(self, root: Path) -> None:
+        """Use (and create) the run directory.
+
+        Args:
+            root: The run directory.
+        """
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def plan_path(self) -> Path:
+        """The planned trials (scenarios included), written before the first trial starts."""
+        return self.root / "plan.json"
+
+    @property
+    def trials_path(self) -> Path:
+        """One TrialRecord per line, per finished trial."""
+        return self.root / "trials.jsonl"
+
+    @property
+    def report_json_path(self) -> Path:
+        """The report as JSON."""
+        return self.root / "report.json"
+
+    @property
+    def report_html_path(self) -> Path:
+        """The self-contained HTML report."""
+        return self.root / "report.html"
+
+    def status_path(self, trial: str) -> Path:
+        """Where a trial's status is persisted after every step."""
+        return self.root / "trials" / f"{trial}.json"
+
+    def trajectory_path(self, trial: str) -> Path:
+        """Where a trial's audit trail is stored."""
+        return self.root / "trajectories" / f"{trial}.json"
+
+    # ---- plan ---------------------------------------------------------------------------
+    def save_plan(self, plans: Sequence[TrialPlan]) -> None:
+        """Store the planned trials."""
+        write_atomic(self.plan_path, _PLANS.dump_json(list(plans), by_alias=True).decode())
+
+    def load_plan(self) -> list[TrialPlan]:
+        """The planned trials.
+
+        Raises:
+            FileNotFoundError: When the directory holds no run.
+        """
+        return _PLANS.validate_json(self.plan_path.read_bytes())
+
+    # ---- per-trial ----------------------------------------------------------------------
+    def save_status(self, trial: str, status: TrialStatus) -> None:
+        """Persist a trial's status."""
+        write_atomic(self.status_path(trial), status.model_dump_json(by_alias=True))
+
+    def load_status(self, trial: str) -> TrialStatus | None:
+        """A trial's last persisted status, if any."""
+        path = self.status_path(trial)
+        if not path.exists():
+            return None
+        return TrialStatus.model_validate_json(path.read_bytes())
+
+    def save_trajectory(self, trial: str, entries: Sequence[dict[str, Any]]) -> str:
+        """Store a trial's audit trail; returns its path relative to the run directory."""
+        path = self.trajectory_path(trial)
+        write_atomic(path, json.dumps(list(entries), indent=1))
+        return str(path.relative_to(self.root))
+
+    def load_trajectory(self, trial: str) -> list[dict[str, Any]]:
+        """A trial's audit trail (empty when none was stored)."""
+        path = self.trajectory_path(trial)
+        if not path.exists():
+            return []
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return list(data) if isinstance(data, list) else []

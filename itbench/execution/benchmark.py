@@ -1,0 +1,226 @@
+"""The embedded benchmark: built-in agents attempt planned trials, each on a fresh simulator,
+in a pool of processes; statuses are persisted per step, so an interrupted run can be resumed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from itbench.core.models.agent_submission import BuiltinAgent
+from itbench.core.models.trial import TimelineEntry, TrialPhase, TrialStatus
+from itbench.core.runner import Reason, RunnerConfig, new_status
+from itbench.environments.sim.environment import DEFAULT_START, SimEnvironment
+from itbench.execution.artefacts import RunStore
+from itbench.execution.driver import AgentRunner, drive_trial, threaded_agent
+from itbench.execution.evidence import MemoryEvidenceStore
+from itbench.execution.executor import TrialExecutor
+from itbench.execution.plan import TrialPlan
+from itbench.gateway.sessions import SessionRegistry
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_CONFIG = RunnerConfig(agent_poll_seconds=math.inf)
+"""In-process agents are done when they return, so the runner waits out the rest at once."""
+
+AGENT_WALL_SECONDS = 120.0
+"""Real seconds an in-process agent may take on one trial before it is abandoned."""
+
+POOL_RETRIES = 2
+"""How often a pool whose worker died is rebuilt for the trials still to run."""
+
+
+@dataclass
+class _Worker:
+    """What one worker process reuses across trials: the gateway's registry and app."""
+
+    registry: SessionRegistry
+    app: Any
+
+
+@functools.cache
+def _worker() -> _Worker:
+    # Built on first use in each worker process (never at import), then reused by its trials.
+    from itbench.gateway.app import create_app
+
+    registry = SessionRegistry()
+    return _Worker(registry=registry, app=create_app(registry))
+
+
+def builtin_runner(agent: BuiltinAgent, app: Any) -> AgentRunner:
+    """An agent runner calling a built-in agent through the SDK's in-process client.
+
+    Args:
+        agent: Which built-in agent.
+        app: The gateway app the client calls (no socket).
+    """
+    from agents import BUILTIN_AGENTS
+    from itbench.client import ITBenchClient
+
+    agent_fn = BUILTIN_AGENTS[agent.value]
+
+    def run(executor: TrialExecutor) -> None:
+        token = executor.token
+        if token is None:
+            raise RuntimeError(f"trial {executor.ctx.name!r} has no open session")
+        client = ITBenchClient.in_process(app, token)
+        try:
+            agent_fn(client)
+        finally:
+            client.close()
+
+    return run
+
+
+def restarted(previous: TrialStatus, now: Any) -> TrialStatus:
+    """A fresh status for a trial whose environment was lost mid-way (a new process)."""
+    status = new_status(now)
+    note = TimelineEntry(
+        phase=TrialPhase.PENDING,
+        time=now,
+        message=f"restarted: the environment was lost while {previous.phase.value}",
+    )
+    return status.model_copy(update={"timeline": [note]})
+
+
+def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
+    """Run one planned trial to its final phase on a fresh simulator (spawn-safe entry point).
+
+    Args:
+        plan: The trial.
+        root: The run directory to persist into (None: nothing is persisted).
+
+    Returns:
+        The final status.
+    """
+    store = RunStore(Path(root)) if root is not None else None
+    worker = _worker()
+    scenario = plan.scenario
+    env = SimEnvironment(
+        seed=plan.seed,
+        namespace=scenario.spec.environment.namespace,
+        telemetry=scenario.spec.environment.telemetry,
+    )
+    ctx = plan.context()
+    executor = TrialExecutor(ctx, env, worker.registry, MemoryEvidenceStore(), virtual_time=True)
+    previous = store.load_status(plan.name) if store is not None else None
+    if previous is not None and previous.phase.final:
+        return previous
+    status = new_status(env.now()) if previous is None else restarted(previous, env.now())
+
+    def persist(s: TrialStatus) -> None:
+        if store is not None:
+            store.save_status(plan.name, s)
+
+    runner = threaded_agent(builtin_runner(plan.agent, worker.app), AGENT_WALL_SECONDS)
+    try:
+        final = drive_trial(
+            status, executor, persist=persist, run_agent=runner, config=EMBEDDED_CONFIG
+        )
+    finally:
+        worker.registry.close(ctx.name)
+    if store is not None:
+        ref = store.save_trajectory(plan.name, executor.trajectory())
+        final = final.model_copy(update={"trajectory_ref": ref})
+        store.save_status(plan.name, final)
+    return final
+
+
+def errored(plan: TrialPlan, message: str, previous: TrialStatus | None = None) -> TrialStatus:
+    """The status of a trial the platform could not run at all (at its last known time)."""
+    now = previous.timeline[-1].time if previous and previous.timeline else DEFAULT_START
+    base = previous or new_status(now)
+    entry = TimelineEntry(phase=TrialPhase.ERRORED, time=now, message=f"platform: {message}")
+    return base.model_copy(
+        update={
+            "phase": TrialPhase.ERRORED,
+            "reason": Reason.PLATFORM_ERROR.value,
+            "message": f"platform: {message}",
+            "timeline": [*base.timeline, entry],
+        }
+    )
+
+
+Progress = Callable[[TrialPlan, TrialStatus], None]
+"""Called once per finished trial."""
+
+
+def run_trials(
+    plans: Sequence[TrialPlan],
+    *,
+    store: RunStore | None,
+    workers: int,
+    on_done: Progress | None = None,
+) -> dict[str, TrialStatus]:
+    """Run planned trials, in a process pool when `workers` > 1.
+
+    A trial's own crash ends that trial (Failed or Errored, by owner); a worker process dying
+    rebuilds the pool for the trials still to run; no trial is lost.
+
+    Args:
+        plans: The trials.
+        store: Where statuses are persisted (None: nowhere).
+        workers: Processes to use (1: run in this process).
+        on_done: Called as each trial finishes.
+
+    Returns:
+        Final status by trial name.
+    """
+    root = str(store.root) if store is not None else None
+    results: dict[str, TrialStatus] = {}
+
+    def done(plan: TrialPlan, status: TrialStatus) -> None:
+        results[plan.name] = status
+        if on_done is not None:
+            on_done(plan, status)
+
+    if workers <= 1:
+        for plan in plans:
+            try:
+                status = run_trial(plan, root)
+            except Exception as exc:
+                log.exception("trial crashed", extra={"trial": plan.name})
+                status = errored(plan, f"{type(exc).__name__}: {exc}")
+            done(plan, status)
+        return results
+    todo = list(plans)
+    for attempt in range(POOL_RETRIES + 1):
+        if not todo:
+            break
+        broken = False
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures: dict[Future[TrialStatus], TrialPlan] = {
+                pool.submit(run_trial, plan, root): plan for plan in todo
+            }
+            for future in as_completed(futures):
+                plan = futures[future]
+                try:
+                    status = future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    continue
+                except Exception as exc:
+                    status = errored(plan, f"{type(exc).__name__}: {exc}")
+                done(plan, status)
+        todo = [p for p in todo if p.name not in results]
+        if broken and attempt == POOL_RETRIES:
+            for plan in todo:
+                previous = store.load_status(plan.name) if store is not None else None
+                done(plan, errored(plan, "the worker process running it died", previous))
+            todo = []
+    return results
+
+
+def default_workers() -> int:
+    """Worker processes to use by default: the machine's cores."""
+    return max(os.cpu_count() or 1, 1)

@@ -1,0 +1,198 @@
+"""Drives one trial to a final phase: observe, step the state machine, execute, persist, wait.
+
+The loop persists the status after every step, so a crash between any two steps can be resumed
+from the last persisted status: the replayed step's actions are idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from itbench.core.models.trial import TrialPhase, TrialStatus
+from itbench.core.runner import (
+    DEFAULT_CONFIG,
+    Decision,
+    Reason,
+    RunnerConfig,
+    TrialContext,
+    TrialScorer,
+    abort,
+    step,
+)
+from itbench.environments.port import EnvironmentFailure
+from itbench.execution.executor import TrialExecutor
+
+log = logging.getLogger(__name__)
+
+AgentRunner = Callable[[TrialExecutor], None]
+"""Runs an agent against the trial's open, ready session (returns when the agent is done)."""
+
+Persist = Callable[[TrialStatus], None]
+"""Stores a trial's status durably."""
+
+MAX_STEPS = 10_000
+
+
+class TrialStuckError(RuntimeError):
+    """The state machine did not reach a final phase within the step budget."""
+
+
+def drive_trial(
+    status: TrialStatus,
+    executor: TrialExecutor,
+    *,
+    persist: Persist,
+    run_agent: AgentRunner | None = None,
+    scorer: TrialScorer | None = None,
+    config: RunnerConfig = DEFAULT_CONFIG,
+    max_steps: int = MAX_STEPS,
+) -> TrialStatus:
+    """Advance a trial until it is Succeeded, Failed or Errored.
+
+    An exception of the environment ends the trial Errored (EnvironmentFailure), any other
+    exception of the platform Errored (PlatformError); an exception of the agent is the agent's
+    (the runner ends the trial Failed with AgentCrashed). Exceptions of `persist` propagate: they
+    stand for the driver itself crashing, and the trial resumes from the last persisted status.
+
+    Args:
+        status: The trial's last persisted status (a new one, or one to resume from).
+        executor: The trial's executor.
+        persist: Stores the status after every step.
+        run_agent: Runs the agent in-process when the trial is ready (None: the agent runs
+            elsewhere and time simply passes).
+        scorer: The trial scorer (defaults to the scoring core's).
+        config: The state machine's timing constants.
+        max_steps: Safety bound on steps.
+
+    Returns:
+        The final status.
+    """
+    ctx = executor.ctx
+    agent_ran = False
+    for _ in range(max_steps):
+        if status.phase.final:
+            return status
+        decision = step_trial(status, executor, scorer=scorer, config=config)
+        persist(decision.status)
+        status = decision.status
+        if status.phase.final:
+            return status
+        if run_agent is not None and not agent_ran and _agent_may_run(status, executor):
+            agent_ran = True
+            _run_agent(run_agent, executor)
+            continue
+        if decision.wait_seconds > 0:
+            try:
+                executor.env.advance(decision.wait_seconds)
+            except EnvironmentFailure as exc:
+                status = _abort(ctx, status, executor, Reason.ENVIRONMENT_FAILURE, str(exc))
+                persist(status)
+    raise TrialStuckError(f"trial {ctx.name!r} did not finish within {max_steps} steps")
+
+
+def step_trial(
+    status: TrialStatus,
+    executor: TrialExecutor,
+    *,
+    scorer: TrialScorer | None = None,
+    config: RunnerConfig = DEFAULT_CONFIG,
+) -> Decision:
+    """One step of a trial: observe, decide, execute (the unit an operator reconciles).
+
+    Persist the returned status afterwards, then let `decision.wait_seconds` pass (advance a
+    simulator, or come back later). An exception of the environment or the platform ends the
+    trial Errored (owner in the message) after best-effort clean-up.
+
+    Args:
+        status: The trial's last persisted status.
+        executor: The trial's executor.
+        scorer: The trial scorer (defaults to the scoring core's).
+        config: The state machine's timing constants.
+
+    Returns:
+        The decision whose actions have been executed.
+    """
+    ctx = executor.ctx
+    try:
+        obs = executor.observe(status)
+        decision = step(ctx, status, obs, executor.now(), scorer=scorer, config=config)
+        executor.execute(decision.actions)
+    except EnvironmentFailure as exc:
+        log.warning("environment failure", extra={"trial": ctx.name, "error": str(exc)})
+        return Decision(status=_abort(ctx, status, executor, Reason.ENVIRONMENT_FAILURE, str(exc)))
+    except Exception as exc:
+        log.exception("platform error", extra={"trial": ctx.name})
+        return Decision(
+            status=_abort(
+                ctx, status, executor, Reason.PLATFORM_ERROR, f"{type(exc).__name__}: {exc}"
+            )
+        )
+    return decision
+
+
+def _abort(
+    ctx: TrialContext, status: TrialStatus, executor: TrialExecutor, reason: Reason, message: str
+) -> TrialStatus:
+    try:
+        now = executor.now()
+    except Exception:
+        if not status.timeline:
+            raise
+        now = status.timeline[-1].time
+    decision = abort(executor.ctx, status, now, reason, message)
+    for action in decision.actions:
+        try:
+            executor.execute([action])
+        except Exception:
+            log.warning("clean-up action failed", extra={"trial": executor.ctx.name})
+    return decision.status
+
+
+def _agent_may_run(status: TrialStatus, executor: TrialExecutor) -> bool:
+    if status.phase not in (TrialPhase.READY, TrialPhase.AGENT_RUNNING):
+        return False
+    session = executor.session()
+    return session is not None and session.state.value == "Ready" and not executor.agent_error
+
+
+def _run_agent(run_agent: AgentRunner, executor: TrialExecutor) -> None:
+    try:
+        run_agent(executor)
+    except Exception as exc:
+        executor.record_agent_error(f"{type(exc).__name__}: {exc}")
+
+
+def threaded_agent(run_agent: AgentRunner, wall_seconds: float) -> AgentRunner:
+    """Wrap an agent runner so that it is abandoned after a wall-clock limit.
+
+    An abandoned agent counts as crashed; its session is closed by the state machine, so its
+    further calls are refused.
+
+    Args:
+        run_agent: The agent runner.
+        wall_seconds: Real seconds the agent may take.
+    """
+
+    def run(executor: TrialExecutor) -> None:
+        errors: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                run_agent(executor)
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=target, name=f"agent-{executor.ctx.name}", daemon=True)
+        thread.start()
+        thread.join(wall_seconds)
+        if thread.is_alive():
+            executor.record_agent_error(
+                f"the agent exceeded the {wall_seconds:g} s wall-clock limit"
+            )
+        elif errors:
+            exc = errors[0]
+            executor.record_agent_error(f"{type(exc).__name__}: {exc}")
+
+    return run

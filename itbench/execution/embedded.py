@@ -1,0 +1,200 @@
+"""The embedded benchmark end to end: plan, run in parallel with progress, aggregate, write the
+run directory (plan.json, trials/, trajectories/, trials.jsonl, report.json, report.html).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from itbench.core.complexity import effective_complexity
+from itbench.core.models.agent_submission import BuiltinAgent
+from itbench.core.models.base import TelemetryToggles
+from itbench.core.models.benchmark_run import Timeouts
+from itbench.core.models.report import Report, TrialRecord
+from itbench.core.models.scenario import Scenario
+from itbench.core.models.trial import TrialPhase, TrialStatus
+from itbench.core.scoring.aggregate import build_report
+from itbench.core.scoring.profile import DEFAULT_PROFILE
+from itbench.execution.artefacts import RunStore, write_atomic
+from itbench.execution.benchmark import Progress, run_trials
+from itbench.execution.plan import TrialPlan, plan_trials
+from itbench.execution.report_html import render_html
+from itbench.reports import save_trial_records, write_report_json
+
+
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    """What to run.
+
+    Attributes:
+        run: The run's name (its directory under the output directory).
+        agents: Built-in agents to benchmark.
+        scenarios: Candidate scenarios (each agent takes those of its domains).
+        trials: Attempts per scenario and agent.
+        seed: The run's seed.
+        workers: Worker processes.
+        telemetry: Run-wide telemetry mask (e.g. traces off).
+        timeouts: Time limits per trial.
+        allow_oracle: Whether the oracle agent may read the ground truth.
+    """
+
+    run: str
+    agents: Sequence[BuiltinAgent]
+    scenarios: Sequence[Scenario]
+    trials: int
+    seed: int
+    workers: int
+    telemetry: TelemetryToggles = field(default_factory=TelemetryToggles)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    allow_oracle: bool = False
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """A finished run.
+
+    Attributes:
+        root: The run directory.
+        plans: The planned trials.
+        statuses: Final status by trial name.
+        records: One record per trial.
+        report: The aggregated report.
+    """
+
+    root: Path
+    plans: list[TrialPlan]
+    statuses: dict[str, TrialStatus]
+    records: list[TrialRecord]
+    report: Report
+
+    def counts(self) -> Counter[str]:
+        """Trials by final phase."""
+        return Counter(s.phase.value for s in self.statuses.values())
+
+
+def trial_record(plan: TrialPlan, status: TrialStatus) -> TrialRecord:
+    """The report's record of one finished trial.
+
+    Args:
+        plan: The trial.
+        status: Its final status.
+    """
+    scenario = plan.scenario
+    complexity, _score = effective_complexity(scenario.spec)
+    telemetry = scenario.spec.environment.telemetry.masked_by(plan.telemetry)
+    phase = status.phase if status.phase.final else TrialPhase.ERRORED
+    return TrialRecord(
+        trial=plan.name,
+        run=plan.run,
+        scenario=scenario.name,
+        attempt=plan.attempt,
+        domain=scenario.spec.domain,
+        scenario_class=scenario.spec.scenario_class,
+        complexity=complexity,
+        traces_enabled=telemetry.traces,
+        phase=phase,
+        reason=status.reason,
+        scores=status.scores,
+        agent=plan.agent.value,
+    )
+
+
+def run_benchmark(
+    options: BenchmarkOptions,
+    output_dir: Path,
+    *,
+    created_at: datetime,
+    on_start: Callable[[int], None] | None = None,
+    on_done: Progress | None = None,
+) -> BenchmarkResult:
+    """Plan and run a benchmark, then write every artefact of the run directory.
+
+    Args:
+        options: What to run.
+        output_dir: Parent of the run directory.
+        created_at: The report's timestamp.
+        on_start: Called with the number of planned trials.
+        on_done: Called as each trial finishes.
+
+    Returns:
+        The finished run.
+    """
+    plans = plan_trials(
+        options.run,
+        options.scenarios,
+        options.agents,
+        trials=options.trials,
+        seed=options.seed,
+        telemetry=options.telemetry,
+        timeouts=options.timeouts,
+        allow_oracle=options.allow_oracle,
+    )
+    store = RunStore(output_dir / options.run)
+    store.save_plan(plans)
+    return _execute(store, plans, options.workers, created_at, on_start, on_done)
+
+
+def resume_benchmark(
+    root: Path,
+    *,
+    workers: int,
+    created_at: datetime,
+    on_start: Callable[[int], None] | None = None,
+    on_done: Progress | None = None,
+) -> BenchmarkResult:
+    """Continue an interrupted run: finished trials are kept, the others run to completion.
+
+    Args:
+        root: The run directory.
+        workers: Worker processes.
+        created_at: The report's timestamp.
+        on_start: Called with the number of planned trials.
+        on_done: Called as each trial finishes (including those finished before).
+
+    Returns:
+        The finished run.
+    """
+    store = RunStore(root)
+    plans = store.load_plan()
+    return _execute(store, plans, workers, created_at, on_start, on_done)
+
+
+def _execute(
+    store: RunStore,
+    plans: list[TrialPlan],
+    workers: int,
+    created_at: datetime,
+    on_start: Callable[[int], None] | None,
+    on_done: Progress | None,
+) -> BenchmarkResult:
+    if on_start is not None:
+        on_start(len(plans))
+    statuses: dict[str, TrialStatus] = {}
+    todo: list[TrialPlan] = []
+    for plan in plans:
+        previous = store.load_status(plan.name)
+        if previous is not None and previous.phase.final:
+            statuses[plan.name] = previous
+            if on_done is not None:
+                on_done(plan, previous)
+        else:
+            todo.append(plan)
+    statuses.update(run_trials(todo, store=store, workers=workers, on_done=on_done))
+    records = [trial_record(plan, statuses[plan.name]) for plan in plans]
+    agents = sorted({plan.agent.value for plan in plans})
+    report = build_report(
+        records, DEFAULT_PROFILE, agent=", ".join(agents) or "none", created_at=created_at
+    )
+    save_trial_records(records, store.trials_path)
+    write_report_json(report, store.report_json_path)
+    trajectories = {plan.name: store.load_trajectory(plan.name) for plan in plans}
+    write_atomic(
+        store.report_html_path, render_html(report, plans, statuses, records, trajectories)
+    )
+    return BenchmarkResult(
+        root=store.root, plans=plans, statuses=statuses, records=records, report=report
+    )

@@ -1,0 +1,135 @@
+"""Planning an embedded benchmark: which agent attempts which scenario, how often, which seed."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from itbench.core.models.agent_submission import BuiltinAgent
+from itbench.core.models.base import ApiModel, Domain, LocalObjectReference, TelemetryToggles
+from itbench.core.models.benchmark_run import Timeouts
+from itbench.core.models.scenario import Scenario
+from itbench.core.models.trial import TrialSpec
+from itbench.core.runner import TrialContext
+
+AGENT_DOMAINS: dict[BuiltinAgent, frozenset[Domain]] = {
+    BuiltinAgent.HEURISTIC_SRE: frozenset({Domain.SRE}),
+    BuiltinAgent.HEURISTIC_FINOPS: frozenset({Domain.FINOPS}),
+    BuiltinAgent.ORACLE: frozenset(Domain),
+    BuiltinAgent.NULL: frozenset(Domain),
+    BuiltinAgent.RANDOM: frozenset(Domain),
+}
+"""The scenario domains each built-in agent is benchmarked on."""
+
+DEFAULT_AGENTS = (BuiltinAgent.HEURISTIC_SRE, BuiltinAgent.HEURISTIC_FINOPS)
+"""The agents `itbench run` benchmarks when none is named."""
+
+
+class TrialPlan(ApiModel):
+    """One planned trial of the embedded benchmark."""
+
+    name: str = Field(description="Trial name (unique within the run).")
+    uid: str = Field(description="Trial uid; every action key starts with it.")
+    run: str = Field(description="The run's name.")
+    agent: BuiltinAgent = Field(description="The built-in agent attempting it.")
+    scenario: Scenario = Field(description="The scenario (with ground truth).")
+    attempt: int = Field(ge=0, description="Attempt index, 0-based.")
+    seed: int = Field(ge=0, description="Seed of the trial's environment.")
+    telemetry: TelemetryToggles = Field(
+        default_factory=TelemetryToggles, description="Run-wide telemetry mask."
+    )
+    timeouts: Timeouts = Field(default_factory=Timeouts, description="Time limits.")
+    allow_oracle: bool = Field(default=False, description="The oracle agent is allowed.")
+
+    def spec(self) -> TrialSpec:
+        """The Trial spec of this plan."""
+        return TrialSpec(
+            run_ref=LocalObjectReference(name=self.run),
+            agent_ref=LocalObjectReference(name=self.agent.value),
+            scenario=self.scenario.name,
+            attempt=self.attempt,
+            seed=self.seed,
+            telemetry=self.telemetry,
+            timeouts=self.timeouts,
+            allow_oracle=self.allow_oracle,
+        )
+
+    def context(self, agent_name: str | None = None) -> TrialContext:
+        """The state machine's view of this trial.
+
+        Args:
+            agent_name: The agent the session is published to [default: the built-in agent].
+        """
+        return TrialContext(
+            uid=self.uid,
+            name=self.name,
+            spec=self.spec(),
+            scenario=self.scenario,
+            agent_name=agent_name or self.agent.value,
+        )
+
+
+def trial_seed(seed: int, scenario: str, attempt: int) -> int:
+    """The environment seed of one attempt: stable, different per attempt, same for every agent.
+
+    Args:
+        seed: The run's seed.
+        scenario: Scenario name.
+        attempt: Attempt index.
+    """
+    digest = hashlib.sha256(f"{seed}/{scenario}/{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def plan_trials(
+    run: str,
+    scenarios: Sequence[Scenario],
+    agents: Sequence[BuiltinAgent],
+    *,
+    trials: int,
+    seed: int,
+    telemetry: TelemetryToggles | None = None,
+    timeouts: Timeouts | None = None,
+    allow_oracle: bool = False,
+) -> list[TrialPlan]:
+    """Plan `trials` attempts of every scenario in each agent's domains.
+
+    Args:
+        run: The run's name.
+        scenarios: Candidate scenarios.
+        agents: Built-in agents; each takes the scenarios of its domains (`AGENT_DOMAINS`).
+        trials: Attempts per scenario and agent.
+        seed: The run's seed.
+        telemetry: Run-wide telemetry mask.
+        timeouts: Time limits.
+        allow_oracle: Whether the oracle may read the ground truth.
+
+    Returns:
+        The plans, ordered by agent, scenario and attempt.
+    """
+    plans: list[TrialPlan] = []
+    for agent in agents:
+        domains = AGENT_DOMAINS[agent]
+        for scenario in sorted(scenarios, key=lambda s: s.name):
+            if scenario.spec.domain not in domains:
+                continue
+            for attempt in range(trials):
+                name = f"{agent.value}--{scenario.name}--{attempt}"
+                plans.append(
+                    TrialPlan(
+                        name=name,
+                        uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"itbench/{run}/{name}")),
+                        run=run,
+                        agent=agent,
+                        scenario=scenario,
+                        attempt=attempt,
+                        seed=trial_seed(seed, scenario.name, attempt),
+                        telemetry=telemetry or TelemetryToggles(),
+                        timeouts=timeouts or Timeouts(),
+                        allow_oracle=allow_oracle,
+                    )
+                )
+    return plans
