@@ -32,7 +32,15 @@ def catalog(tmp_path: Path) -> Path:
 
 
 def test_main_registers_one_group_per_noun() -> None:
-    assert {c.name for c in COMMANDS} >= {"version", "scenarios", "faults", "crds", "report", "run", "serve"}
+    assert {c.name for c in COMMANDS} >= {
+        "version",
+        "scenarios",
+        "faults",
+        "crds",
+        "report",
+        "run",
+        "serve",
+    }
     assert set(cli.commands) >= {"version", "scenarios", "faults", "crds"}
 
 
