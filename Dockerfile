@@ -13,4 +13,4 @@ ENV ITBENCH_CATALOG__SCENARIOS_DIR=/opt/itbench/scenarios \
     PYTHONUNBUFFERED=1
 USER 10001
 ENTRYPOINT ["itbench"]
-CMD ["operator", "run", "--all-namespaces"]
+CMD ["operator", "run"]

@@ -1,0 +1,242 @@
+"""What the operator's handlers share: configuration, the API door, trial environments, sessions.
+
+Built once per operator instance by the entry point (or a test) and handed to every kind's
+`register`; nothing here is a module-level singleton.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from itbench.core.models.benchmark_run import EnvironmentType
+from itbench.core.models.observations import EnvironmentSnapshot
+from itbench.core.runner import DEFAULT_CONFIG, RunnerConfig, TrialContext
+from itbench.environments.port import Environment, EnvironmentFailure
+from itbench.execution.evidence import AgentRecord, TopologyRecord
+from itbench.gateway.sessions import SessionRegistry
+from itbench.operator.kubeapi import KubeApi
+from itbench.operator.metrics import OperatorMetrics
+
+EnvironmentFactory = Callable[[TrialContext], Environment]
+"""Builds the environment of one trial."""
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Timing and wiring of the operator.
+
+    Attributes:
+        trial_tick_seconds: Interval of the Trial timer; each tick advances the trial by at most
+            `steps_per_tick` steps and lets the environment's clock run once.
+        run_tick_seconds: Interval of the BenchmarkRun timer (trial creation, scheduling,
+            aggregation).
+        agent_tick_seconds: Interval of the AgentSubmission timer (credentials, last runs).
+        retry_seconds: Delay before a blocked deletion is tried again.
+        steps_per_tick: Upper bound of state-machine steps per Trial tick.
+        waits_per_tick: How often the environment's clock may run within one tick (the
+            simulator's clock is virtual; more waits per tick finish a trial in fewer ticks).
+        max_environments: Environments this operator hosts at once; admitted trials beyond it
+            wait (Queued, reason WaitingForEnvironment) so memory stays bounded.
+        agent_wall_seconds: Real seconds an in-process (built-in) agent may take on one trial.
+        gateway_url: URL agents in Jobs reach the gateway at.
+        agent_service_account: ServiceAccount the agent Jobs run as (no RBAC bindings).
+        runner: The state machine's timing constants.
+    """
+
+    trial_tick_seconds: float = 1.0
+    run_tick_seconds: float = 2.0
+    agent_tick_seconds: float = 10.0
+    retry_seconds: float = 5.0
+    steps_per_tick: int = 8
+    waits_per_tick: int = 1
+    max_environments: int = 32
+    agent_wall_seconds: float = 120.0
+    gateway_url: str = "http://itbench-gateway.itbench-system.svc:8080"
+    agent_service_account: str = "itbench-agent"
+    runner: RunnerConfig = DEFAULT_CONFIG
+
+
+def simulator_environment(ctx: TrialContext) -> Environment:
+    """The default environment factory: the simulator for `simulator`, an error otherwise.
+
+    Raises:
+        EnvironmentFailure: For environment types this operator cannot host.
+    """
+    if ctx.spec.environment.type != EnvironmentType.SIMULATOR:
+        raise EnvironmentFailure(
+            f"environment type {ctx.spec.environment.type.value!r} is not available in this "
+            "operator; use environment.type: simulator"
+        )
+    from itbench.environments.sim.environment import SimEnvironment
+
+    return SimEnvironment(
+        seed=ctx.spec.seed,
+        namespace=ctx.namespace,
+        telemetry=ctx.scenario.spec.environment.telemetry,
+    )
+
+
+class EnvironmentRegistry:
+    """The environments of running trials, keyed by trial UID.
+
+    A registry can outlive an operator instance (tests hand the same one to a restarted
+    operator), which is how a restart finds every trial's environment again. When a trial ends,
+    its environment is dropped and only its record of injections is kept.
+    """
+
+    def __init__(self, factory: EnvironmentFactory = simulator_environment) -> None:
+        """Create an empty registry.
+
+        Args:
+            factory: Builds the environment of a trial on first use.
+        """
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._envs: dict[str, Environment] = {}
+        self._injections: dict[str, list[str]] = {}
+        self.created = 0
+
+    def get(self, uid: str) -> Environment | None:
+        """The trial's environment, if it exists."""
+        with self._lock:
+            return self._envs.get(uid)
+
+    def create(self, ctx: TrialContext) -> Environment:
+        """The trial's environment, built on first use (idempotent per UID)."""
+        with self._lock:
+            env = self._envs.get(ctx.uid)
+            if env is not None:
+                return env
+        env = self._factory(ctx)
+        with self._lock:
+            existing = self._envs.setdefault(ctx.uid, env)
+            if existing is env:
+                self.created += 1
+            return existing
+
+    def release(self, uid: str) -> None:
+        """Drop a finished trial's environment, keeping its record of injections."""
+        with self._lock:
+            env = self._envs.pop(uid, None)
+        if env is None:
+            return
+        try:
+            keys = env.injections()
+        except EnvironmentFailure:
+            keys = []
+        with self._lock:
+            self._injections[uid] = keys
+
+    def discard(self, uid: str) -> None:
+        """Drop a trial's environment without asking it anything (it is unreachable)."""
+        with self._lock:
+            self._envs.pop(uid, None)
+            self._injections.setdefault(uid, [])
+
+    def injections(self, uid: str) -> list[str]:
+        """Keys of every injection applied in the trial's environment (live or released)."""
+        env = self.get(uid)
+        if env is not None:
+            return env.injections()
+        with self._lock:
+            return list(self._injections.get(uid, []))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._envs)
+
+
+class TrialEvidence:
+    """Baselines, window samples, topologies and agent records of running trials, in memory.
+
+    Keys start with the trial's UID (`<uid>/baseline`, `<uid>/sample/<i>`, `<uid>/close`), so a
+    finished trial's evidence is dropped as one (`forget`). First write wins, as the executor
+    expects. The object can outlive an operator instance, like `EnvironmentRegistry`.
+    """
+
+    def __init__(self) -> None:
+        """Create an empty store."""
+        self._lock = threading.Lock()
+        self._by_trial: dict[str, dict[tuple[str, str], Any]] = {}
+
+    def _put(self, kind: str, key: str, value: Any) -> bool:
+        with self._lock:
+            bucket = self._by_trial.setdefault(key.split("/", 1)[0], {})
+            if (kind, key) in bucket:
+                return False
+            bucket[(kind, key)] = value
+            return True
+
+    def _get(self, kind: str, key: str) -> Any:
+        with self._lock:
+            return self._by_trial.get(key.split("/", 1)[0], {}).get((kind, key))
+
+    def put_snapshot(self, key: str, snapshot: EnvironmentSnapshot) -> bool:
+        """Store a snapshot under key; False when the key already holds one."""
+        return self._put("snapshot", key, snapshot)
+
+    def snapshot(self, key: str) -> EnvironmentSnapshot | None:
+        """The snapshot stored under key, if any."""
+        found: EnvironmentSnapshot | None = self._get("snapshot", key)
+        return found
+
+    def put_agent(self, key: str, record: AgentRecord) -> bool:
+        """Store the agent's record under key; False when the key already holds one."""
+        return self._put("agent", key, record)
+
+    def agent(self, key: str) -> AgentRecord | None:
+        """The agent's record stored under key, if any."""
+        found: AgentRecord | None = self._get("agent", key)
+        return found
+
+    def put_topology(self, key: str, record: TopologyRecord) -> bool:
+        """Store a topology record under key; False when the key already holds one."""
+        return self._put("topology", key, record)
+
+    def topology(self, key: str) -> TopologyRecord | None:
+        """The topology record stored under key, if any."""
+        found: TopologyRecord | None = self._get("topology", key)
+        return found
+
+    def forget(self, uid: str) -> None:
+        """Drop everything stored for one trial."""
+        with self._lock:
+            self._by_trial.pop(uid, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_trial)
+
+
+@dataclass
+class OperatorRuntime:
+    """Everything the handlers of one operator instance use.
+
+    Attributes:
+        api: The Kubernetes API.
+        config: Timing and wiring.
+        environments: Environments of running trials (may outlive the operator).
+        sessions: Gateway sessions of ready trials (may outlive the operator).
+        evidence: Baselines, samples and agent records (may outlive the operator).
+        metrics: Prometheus metrics.
+        gateway_app: The gateway application built-in agents are called through (in-process).
+    """
+
+    api: KubeApi
+    config: OperatorConfig = field(default_factory=OperatorConfig)
+    environments: EnvironmentRegistry = field(default_factory=EnvironmentRegistry)
+    sessions: SessionRegistry = field(default_factory=SessionRegistry)
+    evidence: TrialEvidence = field(default_factory=TrialEvidence)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    gateway_app: Any = None
+
+    def gateway(self) -> Any:
+        """The gateway application over `sessions` (built on first use)."""
+        if self.gateway_app is None:
+            from itbench.gateway.app import create_app
+
+            self.gateway_app = create_app(self.sessions)
+        return self.gateway_app

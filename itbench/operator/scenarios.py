@@ -1,0 +1,86 @@
+"""Scenario handlers: validate with the catalog's validator, compute complexity, mark Ready."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from itbench.core.catalog import validate_document
+from itbench.core.complexity import effective_complexity
+from itbench.core.models.base import GROUP, VERSION
+from itbench.core.models.scenario import ScenarioPhase, ScenarioStatus
+from itbench.operator.bodies import condition, plain, problem_text, source
+from itbench.operator.kubeapi import SCENARIOS
+from itbench.operator.runtime import OperatorRuntime
+
+
+def reconcile_scenario(runtime: OperatorRuntime, body: kopf.Body) -> None:
+    """Validate one Scenario and write its status (Ready or Invalid), with an Event on a change.
+
+    Args:
+        runtime: The operator's runtime.
+        body: The Scenario object.
+    """
+    obj = plain(body)
+    name = obj["metadata"]["name"]
+    generation = obj["metadata"].get("generation")
+    old = dict(body.get("status") or {})
+    previous = ScenarioStatus.model_validate(old) if old else ScenarioStatus()
+    scenario, problems = validate_document(obj, source(obj))
+    if scenario is None:
+        message = (
+            f"Scenario {name} is invalid: {problem_text(problems)}; fix the spec and apply again"
+        )
+        status = previous.model_copy(
+            update={
+                "phase": ScenarioPhase.INVALID,
+                "complexity": None,
+                "complexity_score": None,
+                "observed_generation": generation,
+                "conditions": condition(
+                    previous.conditions, "Ready", False, "InvalidSpec", message, generation
+                ),
+            }
+        )
+    else:
+        complexity, score = effective_complexity(scenario.spec)
+        message = f"valid; complexity {complexity.value}"
+        status = previous.model_copy(
+            update={
+                "phase": ScenarioPhase.READY,
+                "complexity": complexity,
+                "complexity_score": round(score, 4) if score is not None else None,
+                "observed_generation": generation,
+                "conditions": condition(
+                    previous.conditions, "Ready", True, "Validated", message, generation
+                ),
+            }
+        )
+    new = status.wire()
+    if new != old:
+        runtime.api.patch_status(SCENARIOS, None, name, new, old)
+    if status.phase != previous.phase or (
+        status.phase == ScenarioPhase.INVALID and previous.observed_generation != generation
+    ):
+        runtime.api.event(
+            obj, "Invalid" if scenario is None else "Ready", message, warning=scenario is None
+        )
+
+
+def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
+    """Register the Scenario handlers of one operator instance.
+
+    Args:
+        registry: The operator's Kopf registry.
+        runtime: What the handlers share.
+    """
+
+    @kopf.on.resume(GROUP, VERSION, SCENARIOS, id="validate-on-resume", registry=registry)
+    @kopf.on.create(GROUP, VERSION, SCENARIOS, id="validate-on-create", registry=registry)
+    @kopf.on.update(
+        GROUP, VERSION, SCENARIOS, id="validate-on-update", field="spec", registry=registry
+    )
+    def validate(body: kopf.Body, **_: Any) -> None:
+        with runtime.metrics.reconcile("Scenario"):
+            reconcile_scenario(runtime, body)

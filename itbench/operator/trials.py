@@ -1,0 +1,530 @@
+"""Trial handlers: drive the core's trial state machine from a Kopf timer, one tick at a time.
+
+Each tick reads the Trial's status, lets the executor observe the trial's environment, asks the
+state machine (`itbench.core.runner.step`) what to do, executes the actions through the
+environment port and the gateway sessions, and writes the new status. The environment's clock
+moves once per tick by what the state machine asked to wait. Actions are idempotent (keyed by the
+trial's UID), so a tick replayed after an operator restart injects nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from time import perf_counter
+from typing import Any
+
+import kopf
+
+from itbench.core.models.agent_submission import AgentSubmission, BuiltinAgent
+from itbench.core.models.base import GROUP, VERSION
+from itbench.core.models.scenario import Scenario
+from itbench.core.models.trial import Trial, TrialPhase, TrialStatus
+from itbench.core.runner import (
+    OUTCOMES,
+    Action,
+    Decision,
+    InjectFault,
+    Owner,
+    Reason,
+    RemoveFault,
+    TrialContext,
+    abort,
+    new_status,
+    step,
+)
+from itbench.environments.port import Environment, EnvironmentFailure
+from itbench.execution.driver import threaded_agent
+from itbench.execution.executor import TrialExecutor
+from itbench.operator import workloads
+from itbench.operator.bodies import (
+    ADMITTED,
+    CANCELLED,
+    FORCE_RELEASE,
+    annotation,
+    parse,
+    problem_text,
+    source,
+)
+from itbench.operator.bodies import now as wall_clock
+from itbench.operator.kubeapi import AGENT_SUBMISSIONS, SCENARIOS, TRIALS, Json
+from itbench.operator.runtime import OperatorRuntime
+
+log = logging.getLogger(__name__)
+
+
+class TrialSetupError(Exception):
+    """The trial cannot be set up (its Scenario or AgentSubmission is missing or invalid)."""
+
+
+@dataclass
+class _Live:
+    """What the operator keeps in memory for a running trial (rebuilt after a restart)."""
+
+    ctx: TrialContext
+    executor: TrialExecutor
+    agent: AgentSubmission
+    agent_ran: bool = False
+    published: bool = False
+    status: TrialStatus | None = None
+
+
+def _status(body: kopf.Body) -> TrialStatus | None:
+    raw = body.get("status")
+    if not raw:
+        return None
+    try:
+        return TrialStatus.model_validate(dict(raw))
+    except ValueError:
+        return None
+
+
+def _fixed_time(status: TrialStatus | None, fallback: datetime) -> datetime:
+    if status is not None and status.timeline:
+        return status.timeline[-1].time
+    return fallback
+
+
+class TrialDriver:
+    """Advances Trials and releases what they hold; one per operator instance."""
+
+    def __init__(self, runtime: OperatorRuntime) -> None:
+        """Bind the driver to the operator's runtime."""
+        self.runtime = runtime
+        self.api = runtime.api
+        self._live: dict[str, _Live] = {}
+        self._done: set[str] = set()
+
+    # ---- setting a trial up -------------------------------------------------------------------
+    def _context(self, trial: Trial, uid: str) -> tuple[TrialContext, AgentSubmission]:
+        spec = trial.spec
+        namespace = trial.metadata.namespace or "default"
+        scenario_body = self.api.get(SCENARIOS, None, spec.scenario)
+        if scenario_body is None:
+            raise TrialSetupError(f"Scenario {spec.scenario} does not exist")
+        scenario, problems = parse(Scenario, scenario_body)
+        if scenario is None:
+            raise TrialSetupError(f"Scenario {spec.scenario} is invalid: {problem_text(problems)}")
+        agent_body = self.api.get(AGENT_SUBMISSIONS, namespace, spec.agent_ref.name)
+        if agent_body is None:
+            raise TrialSetupError(
+                f"AgentSubmission {namespace}/{spec.agent_ref.name} does not exist"
+            )
+        agent, problems = parse(AgentSubmission, agent_body)
+        if agent is None:
+            raise TrialSetupError(
+                f"AgentSubmission {namespace}/{spec.agent_ref.name} is invalid: "
+                f"{problem_text(problems)}"
+            )
+        ctx = TrialContext(
+            uid=uid,
+            name=trial.metadata.name,
+            spec=spec,
+            scenario=scenario,
+            agent_name=agent.metadata.name,
+        )
+        return ctx, agent
+
+    def _live_for(
+        self,
+        trial: Trial,
+        uid: str,
+        env: Environment,
+        known: tuple[TrialContext, AgentSubmission] | None = None,
+    ) -> _Live:
+        live = self._live.get(uid)
+        if live is None:
+            ctx, agent = known or self._context(trial, uid)
+            executor = TrialExecutor(
+                ctx,
+                env,
+                self.runtime.sessions,
+                self.runtime.evidence,
+                config=self.runtime.config.runner,
+                virtual_time=True,
+                token_factory=lambda: secrets.token_urlsafe(24),
+            )
+            live = _Live(ctx=ctx, executor=executor, agent=agent)
+            self._live[uid] = live
+        return live
+
+    # ---- one tick -----------------------------------------------------------------------------
+    def advance(self, body: kopf.Body) -> None:
+        """Advance one Trial by one tick and write its status.
+
+        Args:
+            body: The Trial object.
+        """
+        meta = body["metadata"]
+        uid, name, namespace = meta["uid"], meta["name"], meta["namespace"]
+        old = dict(body.get("status") or {})
+        status = _status(body)
+        if uid in self._done or (status is not None and status.phase.final):
+            return
+        live = self._live.get(uid)
+        if live is not None and live.status is not None and _behind(status, live.status):
+            # The body lags behind what this operator last wrote (its watch event is on the way).
+            status = live.status
+        before = status
+        trial, problems = parse(Trial, body)
+        if trial is None:
+            self._write(body, old, status, _invalid_status(status, problem_text(problems)))
+            return
+        if not annotation(body, ADMITTED) and not annotation(body, CANCELLED):
+            if status is None or status.phase in (TrialPhase.PENDING, TrialPhase.QUEUED):
+                queued = TrialStatus(
+                    phase=TrialPhase.QUEUED,
+                    reason="WaitingForCapacity",
+                    message=(
+                        f"waiting for a slot of BenchmarkRun {namespace}/{trial.spec.run_ref.name} "
+                        "(its concurrency and the environment's capacity)"
+                    ),
+                )
+                self._write(body, old, status, queued)
+            return
+        env = self.runtime.environments.get(uid)
+        started = status is not None and status.phase not in (TrialPhase.PENDING, TrialPhase.QUEUED)
+        try:
+            if env is None:
+                if started:
+                    assert status is not None
+                    message = (
+                        f"the environment of trial {namespace}/{name} is gone (it lived in an "
+                        "operator process that ended); the trial cannot continue"
+                    )
+                    self._end_without_env(body, old, status, Reason.ENVIRONMENT_FAILURE, message)
+                    return
+                if annotation(body, CANCELLED):
+                    self._end_without_env(
+                        body,
+                        old,
+                        status or TrialStatus(),
+                        Reason.PLATFORM_ERROR,
+                        "the run was cancelled (spec.cancel) before this trial started",
+                    )
+                    return
+                if len(self.runtime.environments) >= self.runtime.config.max_environments:
+                    waiting = TrialStatus(
+                        phase=TrialPhase.QUEUED,
+                        reason="WaitingForEnvironment",
+                        message=(
+                            f"admitted; waiting for one of the operator's "
+                            f"{self.runtime.config.max_environments} environments"
+                        ),
+                    )
+                    self._write(body, old, status, waiting)
+                    return
+                known = self._context(trial, uid)
+                env = self.runtime.environments.create(known[0])
+                live = self._live_for(trial, uid, env, known)
+            else:
+                live = self._live_for(trial, uid, env)
+        except TrialSetupError as exc:
+            self._end_without_env(
+                body, old, status or TrialStatus(), Reason.PLATFORM_ERROR, str(exc)
+            )
+            return
+        except EnvironmentFailure as exc:
+            self._end_without_env(
+                body, old, status or TrialStatus(), Reason.ENVIRONMENT_FAILURE, str(exc)
+            )
+            return
+        if status is None or (
+            status.phase in (TrialPhase.PENDING, TrialPhase.QUEUED) and not status.timeline
+        ):
+            status = new_status(live.executor.now())
+        if annotation(body, CANCELLED):
+            status = self._abort(
+                live, status, Reason.PLATFORM_ERROR, "the run was cancelled (spec.cancel)"
+            )
+        else:
+            status = self._steps(live, status)
+        self._write(body, old, before, status)
+        live.status = status
+        if not status.phase.final:
+            self._publish(body, live)
+        if status.phase.final:
+            self._release(body, live.agent)
+
+    def _steps(self, live: _Live, status: TrialStatus) -> TrialStatus:
+        executor = live.executor
+        waits = 0
+        for _ in range(self.runtime.config.steps_per_tick):
+            try:
+                obs = executor.observe(status)
+                decision = step(
+                    live.ctx, status, obs, executor.now(), config=self.runtime.config.runner
+                )
+                self._execute(executor, decision.actions)
+            except EnvironmentFailure as exc:
+                return self._abort(live, status, Reason.ENVIRONMENT_FAILURE, str(exc))
+            except Exception as exc:
+                log.exception("platform error", extra={"trial": live.ctx.name})
+                return self._abort(
+                    live, status, Reason.PLATFORM_ERROR, f"{type(exc).__name__}: {exc}"
+                )
+            status = decision.status
+            if status.phase.final:
+                return status
+            if self._run_builtin_agent(live, status):
+                continue
+            if decision.wait_seconds > 0:
+                try:
+                    executor.env.advance(decision.wait_seconds)
+                except EnvironmentFailure as exc:
+                    return self._abort(live, status, Reason.ENVIRONMENT_FAILURE, str(exc))
+                waits += 1
+                if waits >= self.runtime.config.waits_per_tick:
+                    return status
+        return status
+
+    def _execute(self, executor: TrialExecutor, actions: Sequence[Action]) -> None:
+        metrics = self.runtime.metrics
+        for action in actions:
+            if isinstance(action, InjectFault | RemoveFault):
+                start = perf_counter()
+                try:
+                    executor.execute([action])
+                except Exception:
+                    failures = (
+                        metrics.injection_failures
+                        if isinstance(action, InjectFault)
+                        else metrics.recovery_failures
+                    )
+                    failures.inc()
+                    raise
+                seconds = (
+                    metrics.injection_seconds
+                    if isinstance(action, InjectFault)
+                    else metrics.recovery_seconds
+                )
+                seconds.observe(perf_counter() - start)
+            else:
+                executor.execute([action])
+
+    def _run_builtin_agent(self, live: _Live, status: TrialStatus) -> bool:
+        builtin = live.agent.spec.runtime.builtin
+        if builtin is None or live.agent_ran:
+            return False
+        if status.phase not in (TrialPhase.READY, TrialPhase.AGENT_RUNNING):
+            return False
+        session = live.executor.session()
+        if session is None or session.state.value != "Ready" or live.executor.agent_error:
+            return False
+        live.agent_ran = True
+        from itbench.execution.benchmark import builtin_runner
+
+        runner = builtin_runner(BuiltinAgent(builtin.name), self.runtime.gateway())
+        threaded_agent(runner, self.runtime.config.agent_wall_seconds)(live.executor)
+        return True
+
+    def _abort(self, live: _Live, status: TrialStatus, reason: Reason, message: str) -> TrialStatus:
+        executor = live.executor
+        try:
+            now = executor.now()
+        except EnvironmentFailure:
+            now = _fixed_time(status, wall_clock())
+        decision: Decision = abort(live.ctx, status, now, reason, message)
+        for action in decision.actions:
+            try:
+                self._execute(executor, [action])
+            except Exception:
+                log.warning("clean-up action failed", extra={"trial": live.ctx.name})
+        return decision.status
+
+    def _end_without_env(
+        self, body: kopf.Body, old: Json, status: TrialStatus, reason: Reason, message: str
+    ) -> None:
+        phase, owner = OUTCOMES.get(reason, (TrialPhase.ERRORED, Owner.PLATFORM))
+        who = owner.value if owner else "platform"
+        base = status if status.timeline else status.model_copy(update={"timeline": []})
+        final = base.model_copy(
+            update={"phase": phase, "reason": str(reason), "message": f"{who}: {message}"}
+        )
+        self._write(body, old, _status(body), final)
+        self._release(body, None)
+
+    def _write(
+        self, body: kopf.Body, old: Json, previous: TrialStatus | None, status: TrialStatus
+    ) -> None:
+        meta = body["metadata"]
+        status = status.model_copy(update={"observed_generation": meta.get("generation")})
+        self.api.patch_status(TRIALS, meta["namespace"], meta["name"], status.wire(), old)
+        self.runtime.metrics.trial_phase(meta["uid"], status.phase.value)
+        if previous is None or previous.phase != status.phase:
+            if status.phase.final:
+                self.runtime.metrics.trial_outcomes.labels(
+                    phase=status.phase.value, reason=status.reason
+                ).inc()
+            warning = status.phase in (TrialPhase.FAILED, TrialPhase.ERRORED)
+            self.api.event(
+                _plain(body),
+                status.reason or status.phase.value,
+                f"{status.phase.value}: {status.message}".strip(": "),
+                warning=warning,
+            )
+
+    # ---- agent workloads ----------------------------------------------------------------------
+    def _publish(self, body: kopf.Body, live: _Live) -> None:
+        """Hand an image or external agent its trial: the token Secret, and for images a Job."""
+        runtime = live.agent.spec.runtime
+        session = live.executor.session()
+        if live.published or runtime.builtin is not None or session is None:
+            return
+        trial = _plain(body)
+        namespace = trial["metadata"]["namespace"]
+        config = self.runtime.config
+        self.api.ensure(workloads.token_secret(trial, session.token))
+        if runtime.image is not None:
+            self.api.ensure(workloads.service_account(namespace, config.agent_service_account))
+            self.api.ensure(
+                workloads.agent_job(
+                    trial,
+                    runtime.image,
+                    gateway_url=config.gateway_url,
+                    service_account_name=config.agent_service_account,
+                    deadline_seconds=live.ctx.spec.timeouts.agent_seconds,
+                )
+            )
+        live.published = True
+
+    def _release(self, body: kopf.Body, agent: AgentSubmission | None) -> None:
+        """Drop what a trial holds: faults left behind, its environment, session and workload."""
+        meta = body["metadata"]
+        uid = meta["uid"]
+        self._done.add(uid)
+        live = self._live.pop(uid, None)
+        agent = agent or (live.agent if live is not None else None)
+        env = self.runtime.environments.get(uid)
+        if env is not None:
+            try:
+                _remove_faults(env)
+            except EnvironmentFailure:
+                # Keep the environment: the finalizer retries, or is forced to let go.
+                log.warning("environment unreachable at release", extra={"trial": meta["name"]})
+            else:
+                self.runtime.environments.release(uid)
+        self.runtime.evidence.forget(uid)
+        self.runtime.sessions.close(meta["name"])
+        if agent is not None and agent.spec.runtime.builtin is None:
+            name = workloads.workload_name(meta["name"])
+            if agent.spec.runtime.image is not None:
+                self.api.remove("Job", meta["namespace"], name)
+            self.api.remove("Secret", meta["namespace"], name)
+
+    # ---- deletion -----------------------------------------------------------------------------
+    def finalize(self, body: kopf.Body) -> None:
+        """Remove a deleted Trial's faults and agent workload (idempotent).
+
+        Raises:
+            kopf.TemporaryError: The environment is unreachable and no force-release was asked.
+        """
+        meta = body["metadata"]
+        uid = meta["uid"]
+        env = self.runtime.environments.get(uid)
+        if env is not None:
+            try:
+                _remove_faults(env)
+            except EnvironmentFailure as exc:
+                if not annotation(body, FORCE_RELEASE):
+                    message = (
+                        f"cannot remove the faults of {source(body)}: the environment is "
+                        f"unreachable ({exc}); retrying. To release without recovery, annotate "
+                        f"it {FORCE_RELEASE}=true"
+                    )
+                    self.api.event(_plain(body), "ReleaseBlocked", message, warning=True)
+                    raise kopf.TemporaryError(
+                        message, delay=self.runtime.config.retry_seconds
+                    ) from exc
+                self.api.event(
+                    _plain(body),
+                    "ForceReleased",
+                    f"released without recovery ({FORCE_RELEASE}=true): the environment "
+                    "may still carry the fault and must be rebuilt",
+                    warning=True,
+                )
+                self.runtime.environments.discard(uid)
+        self._release(body, self._agent_of(body))
+        self.runtime.metrics.trial_phase(uid, None)
+
+    def _agent_of(self, body: kopf.Body) -> AgentSubmission | None:
+        live = self._live.get(body["metadata"]["uid"])
+        if live is not None:
+            return live.agent
+        ref = ((body.get("spec") or {}).get("agentRef") or {}).get("name")
+        if not ref:
+            return None
+        agent_body = self.api.get(AGENT_SUBMISSIONS, body["metadata"]["namespace"], ref)
+        if agent_body is None:
+            return None
+        agent, _ = parse(AgentSubmission, agent_body)
+        return agent
+
+
+def _remove_faults(env: Environment) -> None:
+    for key in env.injections():
+        env.remove(key)
+
+
+def _behind(seen: TrialStatus | None, written: TrialStatus) -> bool:
+    """Whether a status read from a body is older than the one last written."""
+    if seen is None:
+        return True
+    if seen.phase == TrialPhase.QUEUED and written.phase != TrialPhase.QUEUED:
+        return True
+    return len(seen.timeline) < len(written.timeline)
+
+
+def _plain(body: kopf.Body) -> Json:
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": dict(body["metadata"]),
+    }
+
+
+def _invalid_status(status: TrialStatus | None, message: str) -> TrialStatus:
+    base = status or TrialStatus()
+    return base.model_copy(
+        update={
+            "phase": TrialPhase.ERRORED,
+            "reason": str(Reason.PLATFORM_ERROR),
+            "message": f"platform: the Trial spec is invalid: {message}",
+        }
+    )
+
+
+def _not_final(status: Any, **_: Any) -> bool:
+    phase = (status or {}).get("phase")
+    return phase not in (TrialPhase.SUCCEEDED, TrialPhase.FAILED, TrialPhase.ERRORED)
+
+
+def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
+    """Register the Trial handlers of one operator instance.
+
+    Args:
+        registry: The operator's Kopf registry.
+        runtime: What the handlers share.
+    """
+    driver = TrialDriver(runtime)
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        TRIALS,
+        id="advance",
+        interval=runtime.config.trial_tick_seconds,
+        when=_not_final,
+        registry=registry,
+    )
+    def advance(body: kopf.Body, **_: Any) -> None:
+        with runtime.metrics.reconcile("Trial"):
+            driver.advance(body)
+
+    @kopf.on.delete(GROUP, VERSION, TRIALS, id="release", registry=registry)
+    def release(body: kopf.Body, **_: Any) -> None:
+        with runtime.metrics.reconcile("Trial"):
+            driver.finalize(body)

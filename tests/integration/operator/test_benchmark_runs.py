@@ -1,0 +1,182 @@
+"""A BenchmarkRun end to end: Trials appear, progress, finish; the summary reaches its status."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import kubernetes
+import pytest
+from operator_lab import (
+    NS,
+    Lab,
+    agent,
+    benchmark_run,
+    ready_agent,
+    ready_scenarios,
+    status_of,
+    trials_of,
+    until,
+)
+
+pytestmark = pytest.mark.asyncio
+
+SCENARIOS = ["cart-flagd-failure", "payment-failure"]
+
+
+async def test_run_with_the_oracle_completes_and_reports_through_client_and_kubectl(
+    lab: Lab,
+) -> None:
+    await lab.start()
+    await ready_scenarios(lab, *SCENARIOS)
+    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}))
+    watched: list[tuple[str, str, str]] = []
+    watch = kubernetes.watch.Watch()
+
+    stopped = threading.Event()
+
+    def follow_trials() -> None:
+        try:
+            for event in watch.stream(
+                lab.cluster.api.custom.list_namespaced_custom_object,
+                "itbench.io",
+                "v1alpha1",
+                NS,
+                "trials",
+                timeout_seconds=120,
+            ):
+                obj = event["object"]
+                phase = (obj.get("status") or {}).get("phase", "")
+                watched.append((event["type"], obj["metadata"]["name"], phase))
+        except Exception:  # the loopback API going away ends the stream
+            if not stopped.is_set():
+                raise
+
+    follower = threading.Thread(target=follow_trials, daemon=True)
+    follower.start()
+    lab.cluster.apply(
+        benchmark_run(
+            "oracle-run", "oracle", SCENARIOS, trialsPerScenario=2, concurrency=2, allowOracle=True
+        )
+    )
+    phases_seen: set[str] = set()
+    running_seen: list[int] = []
+
+    def finished() -> bool:
+        for trial in trials_of(lab, "oracle-run"):
+            phases_seen.add((trial.get("status") or {}).get("phase", ""))
+        status = status_of(lab, "benchmarkruns", "oracle-run")
+        running_seen.append(status.get("runningTrials", 0))
+        return status.get("phase") == "Succeeded"
+
+    await until(finished, within=60, what="the run Succeeded")
+    trials = trials_of(lab, "oracle-run")
+    await until(
+        lambda: sum(1 for e in watched if e[2] == "Succeeded") >= 4, what="watched to the end"
+    )
+    stopped.set()
+    watch.stop()
+    # The official watch saw each Trial appear, progress through the state machine and finish.
+    added = {name for kind, name, _ in watched if kind == "ADDED"}
+    assert added == {t["metadata"]["name"] for t in trials}
+    for name in added:
+        phases = [p for _, n, p in watched if n == name and p]
+        assert phases[0] == "Queued" and phases[-1] == "Succeeded"
+        assert set(phases) - {"Queued", "Succeeded"}, phases
+    timeline = {entry["phase"] for entry in trials[0]["status"]["timeline"]}
+    assert timeline >= {"Pending", "Provisioning", "Injecting", "AwaitingAlerts", "Ready"}
+    assert timeline >= {"AgentRunning", "Evaluating", "Recovering", "Succeeded"}
+    assert sorted(t["metadata"]["name"] for t in trials) == sorted(
+        f"oracle-run-{s}-{a}" for s in SCENARIOS for a in range(2)
+    )
+    run_uid = lab.cluster.get("benchmarkruns", "oracle-run")["metadata"]["uid"]  # type: ignore[index]
+    assert all(t["metadata"]["ownerReferences"][0]["uid"] == run_uid for t in trials)
+    assert {"Queued", "Succeeded"} <= phases_seen
+    assert max(running_seen) <= 2
+    assert all(t["status"]["phase"] == "Succeeded" for t in trials), [
+        (t["metadata"]["name"], t["status"]["reason"], t["status"]["message"]) for t in trials
+    ]
+    assert all(t["status"]["injections"] == 1 for t in trials)
+
+    # The official client reads the summary from status.
+    run = lab.cluster.api.custom.get_namespaced_custom_object(
+        "itbench.io", "v1alpha1", NS, "benchmarkruns", "oracle-run"
+    )
+    summary = run["status"]["summary"]
+    assert run["status"]["progress"] == "4/4"
+    assert summary["succeeded"] == 4 and summary["failed"] == 0 and summary["errored"] == 0
+    assert summary["diagnosisPassAt1"] == 1.0 and summary["mitigationPassAt1"] == 1.0
+    complete = next(c for c in run["status"]["conditions"] if c["type"] == "Complete")
+    assert complete["status"] == "True" and complete["reason"] == "AllTrialsFinished"
+
+    # kubectl shows the printer columns.
+    header, row = lab.cluster.kubectl("get", "benchmarkruns").splitlines()[:2]
+    assert header.split()[:4] == ["NAME", "AGENT", "PHASE", "PROGRESS"]
+    assert row.split()[:6] == ["oracle-run", "oracle", "Succeeded", "4/4", "1", "1"]
+    trials_table = lab.cluster.kubectl("get", "trials")
+    assert trials_table.count("Succeeded") == 4
+
+    # The full report lives in a ConfigMap referenced from status, not in the status.
+    assert run["status"]["reportRef"] == "configmap/oracle-run-report"
+    config_map = lab.cluster.api.core.read_namespaced_config_map("oracle-run-report", NS)
+    report: dict[str, Any] = json.loads(config_map.data["report.json"])
+    assert report["trials"] == 4 and report["agent"] == "oracle"
+    assert len(json.dumps(run)) < 20_000
+
+    # Events on phase changes; the agent's status lists the run and its best scores.
+    reasons = [e["reason"] for e in lab.cluster.events("oracle-run")]
+    assert reasons[:1] == ["Running"] and reasons[-1] == "Succeeded"
+    await until(
+        lambda: status_of(lab, "agentsubmissions", "oracle").get("lastRuns"), what="lastRuns"
+    )
+    agent_status = status_of(lab, "agentsubmissions", "oracle")
+    assert agent_status["lastRuns"][0]["run"] == "oracle-run"
+    assert agent_status["bestDiagnosisPassAt1"] == 1.0
+
+
+async def test_capacity_bounds_admission_and_queued_trials_say_why(lab: Lab) -> None:
+    await lab.start()
+    await ready_scenarios(lab, *SCENARIOS)
+    await ready_agent(lab, agent("external", {"external": {"pollIntervalSeconds": 5}}))
+    lab.cluster.apply(
+        benchmark_run(
+            "slow",
+            "external",
+            SCENARIOS,
+            trialsPerScenario=2,
+            concurrency=3,
+            environment={"type": "simulator", "capacity": 1},
+            timeouts={"agentSeconds": 3600},
+        )
+    )
+    await until(
+        lambda: (
+            len(trials_of(lab, "slow")) == 4
+            and status_of(lab, "benchmarkruns", "slow").get("runningTrials") == 1
+        ),
+        what="one admitted",
+    )
+    queued = [t for t in trials_of(lab, "slow") if (t.get("status") or {}).get("phase") == "Queued"]
+    await until(
+        lambda: (
+            len(
+                [
+                    t
+                    for t in trials_of(lab, "slow")
+                    if (t.get("status") or {}).get("phase") == "Queued"
+                ]
+            )
+            == 3
+        ),
+        what="three Queued",
+    )
+    queued = [t for t in trials_of(lab, "slow") if (t.get("status") or {}).get("phase") == "Queued"]
+    assert {t["status"]["reason"] for t in queued} == {"WaitingForCapacity"}
+    assert "concurrency" in queued[0]["status"]["message"]
+    status = status_of(lab, "benchmarkruns", "slow")
+    assert status["queuedTrials"] == 3 and status["progress"] == "0/4"
+    depth = lab.operators[0].runtime.metrics.registry.get_sample_value(
+        "itbench_operator_queue_depth", {"namespace": NS, "run": "slow"}
+    )
+    assert depth == 3

@@ -1,0 +1,22 @@
+"""Names the operator derives are deterministic and within Kubernetes' limits."""
+
+from __future__ import annotations
+
+from itbench.operator.benchmark_runs import report_name, trial_name
+from itbench.operator.workloads import workload_name
+
+
+def test_trial_names_are_deterministic_and_bounded() -> None:
+    assert trial_name("run", "cart-flagd-failure", 2) == "run-cart-flagd-failure-2"
+    long = trial_name("r" * 200, "s" * 200, 7)
+    assert len(long) <= 253 and long.endswith("-7")
+    assert long == trial_name("r" * 200, "s" * 200, 7)
+    assert long != trial_name("r" * 200, "s" * 199 + "t", 7)
+    assert len(report_name("r" * 253)) <= 253
+
+
+def test_workload_names_are_dns_labels() -> None:
+    assert workload_name("run-a-0") == "run-a-0-agent"
+    name = workload_name("x" * 100 + "-0")
+    assert len(name) <= 63 and name.endswith("-agent")
+    assert name != workload_name("x" * 100 + "-1")

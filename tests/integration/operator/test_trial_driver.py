@@ -1,0 +1,74 @@
+"""The Trial driver tolerates bodies that lag behind its own writes (Kopf's watch is async)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from operator_lab import FAST, NS, Cluster, agent, benchmark_run, new_lab
+
+from itbench.operator.bodies import ADMITTED
+from itbench.operator.runtime import OperatorRuntime
+from itbench.operator.trials import TrialDriver
+
+SCENARIO = "cart-flagd-failure"
+
+
+def _trial(cluster: Cluster) -> dict[str, Any]:
+    cluster.apply_scenarios(SCENARIO)
+    scenario = cluster.get("scenarios", SCENARIO)
+    assert scenario is not None
+    cluster.api.patch_status("scenarios", None, SCENARIO, {"phase": "Ready"}, {})
+    cluster.apply(agent("oracle", {"builtin": {"name": "oracle"}}))
+    run = benchmark_run("r", "oracle", [SCENARIO], allowOracle=True)
+    cluster.apply(run)
+    body = {
+        "apiVersion": "itbench.io/v1alpha1",
+        "kind": "Trial",
+        "metadata": {
+            "name": "r-trial",
+            "namespace": NS,
+            "annotations": {ADMITTED: "true"},
+            "labels": {"itbench.io/run": "r"},
+        },
+        "spec": {
+            "runRef": {"name": "r"},
+            "agentRef": {"name": "oracle"},
+            "scenario": SCENARIO,
+            "attempt": 0,
+            "seed": 7,
+            "allowOracle": True,
+        },
+    }
+    cluster.api.create("trials", NS, body)
+    stored = cluster.get("trials", "r-trial")
+    assert stored is not None
+    return stored
+
+
+def test_stale_bodies_neither_restart_nor_error_a_trial(cluster: Cluster) -> None:
+    lab = new_lab(cluster)
+    runtime = OperatorRuntime(
+        api=cluster.api,
+        config=FAST,
+        environments=lab.environments,
+        sessions=lab.sessions,
+        evidence=lab.evidence,
+    )
+    driver = TrialDriver(runtime)
+    first = _trial(cluster)
+    stale = copy.deepcopy(first)
+    driver.advance(first)
+    for _ in range(200):
+        driver.advance(stale)  # the watch has not delivered any of the driver's writes
+        phase = cluster.get("trials", "r-trial")["status"]["phase"]  # type: ignore[index]
+        if phase in ("Succeeded", "Failed", "Errored"):
+            break
+    status = cluster.get("trials", "r-trial")["status"]  # type: ignore[index]
+    assert status["phase"] == "Succeeded", status["message"]
+    uid = first["metadata"]["uid"]
+    assert lab.proxies[uid].applied == {f"{uid}/inject/0": 1}
+    phases = [entry["phase"] for entry in status["timeline"]]
+    assert phases.count("Provisioning") == 1 and phases[-1] == "Succeeded"
+    driver.advance(stale)  # after the end, an old body changes nothing
+    assert cluster.get("trials", "r-trial")["status"] == status  # type: ignore[index]
