@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
-from itertools import pairwise
+from itertools import compress, islice, pairwise
+from operator import gt, is_, itemgetter
 from typing import Any
 
 import promql_parser as pp
@@ -43,6 +44,8 @@ class _String:
 @dataclass(slots=True)
 class _Vector:
     samples: list[tuple[Labels, float]]
+    keys: list[frozenset[tuple[str, str]]] | None = None
+    """The samples' label sets as frozensets, when known, so uniqueness is cheap to check."""
 
 
 @dataclass(slots=True)
@@ -104,6 +107,12 @@ def format_value(value: float) -> str:
 def _compile(pattern: str) -> re.Pattern[str]:
     # Prometheus 2.x anchors matchers as ^(?:pattern)$ without the s flag.
     return re.compile(f"(?:{pattern})")
+
+
+@lru_cache(maxsize=1024)
+def _parse_cached(query: str) -> Any:
+    # The engine never mutates a parsed expression, so one tree serves every evaluation.
+    return pp.parse(query)
 
 
 def _regex(pattern: str, query: str) -> re.Pattern[str]:
@@ -243,16 +252,39 @@ def _extrapolated_rate(
 ) -> float | None:
     """rate, increase and delta with Prometheus' extrapolation to the range boundaries."""
     ts = series.timestamps
-    vs = series.values
     if len(ts) < 2:
         return None
+    return _extrapolate(
+        ts[0],
+        ts[-1],
+        series.values,
+        matrix.range_start,
+        matrix.range_end,
+        matrix.range_seconds,
+        is_counter,
+        is_rate,
+    )
+
+
+def _extrapolate(
+    first_t: float,
+    last_t: float,
+    vs: list[float],
+    range_start: float,
+    range_end: float,
+    range_seconds: float,
+    is_counter: bool,
+    is_rate: bool,
+) -> float:
+    """The extrapolated rate of at least two samples ``vs`` taken from first_t to last_t."""
     result = vs[-1] - vs[0]
     if is_counter:
-        result += sum(previous for previous, current in pairwise(vs) if current < previous)
-    duration_to_start = ts[0] - matrix.range_start
-    duration_to_end = matrix.range_end - ts[-1]
-    sampled = ts[-1] - ts[0]
-    average_gap = sampled / (len(ts) - 1)
+        # The values just before each counter reset, summed in order.
+        result += sum(compress(vs, map(gt, vs, islice(vs, 1, None))))
+    duration_to_start = first_t - range_start
+    duration_to_end = range_end - last_t
+    sampled = last_t - first_t
+    average_gap = sampled / (len(vs) - 1)
     if is_counter and result > 0 and vs[0] >= 0:
         duration_to_zero = sampled * (vs[0] / result)
         duration_to_start = min(duration_to_start, duration_to_zero)
@@ -262,7 +294,7 @@ def _extrapolated_rate(
     interval += duration_to_end if duration_to_end < threshold else average_gap / 2
     factor = interval / sampled
     if is_rate:
-        factor /= matrix.range_seconds
+        factor /= range_seconds
     return result * factor
 
 
@@ -488,6 +520,12 @@ class PromQLEngine:
         """
         self._store = store
         self._lookback = lookback_seconds
+        # Selector matches by (name, matchers): the candidates they were computed from, and
+        # the matching series. Reused while the store hands out the same candidates.
+        self._matches: dict[tuple[Any, ...], tuple[list[Series], list[Series]]] = {}
+        # A store series' labels without the metric name, and that label set as a frozenset,
+        # by the identity of the series' labels (kept alive here so identities stay unique).
+        self._unnamed: dict[int, tuple[Labels, Labels, frozenset[tuple[str, str]]]] = {}
 
     # Public API -----------------------------------------------------------------------------
 
@@ -616,7 +654,7 @@ class PromQLEngine:
     @staticmethod
     def _parse(query: str) -> Any:
         try:
-            return pp.parse(query)
+            return _parse_cached(query)
         except ValueError as exc:
             raise PromQLError(f"cannot parse query {query!r}: {exc}") from exc
 
@@ -634,6 +672,8 @@ class PromQLEngine:
     def _unique(value: _Value, ctx: _Context) -> _Value:
         """Reject a vector in which dropping metric names left two equal label sets."""
         if not isinstance(value, _Vector) or len(value.samples) < 2:
+            return value
+        if value.keys is not None and len(set(value.keys)) == len(value.samples):
             return value
         seen = {frozenset(labels.items()) for labels, _ in value.samples}
         if len(seen) < len(value.samples):
@@ -735,20 +775,42 @@ class PromQLEngine:
                 f"'or' inside a selector ({selector}) is not supported in query {ctx.query!r}"
             )
         name = selector.name
-        predicates: list[tuple[str, Callable[[str], bool]]] = []
         for matcher in matchers.matchers:
             if name is None and matcher.name == NAME and matcher.op == pp.MatchOp.Equal:
                 name = matcher.value
-            predicates.append((matcher.name, _matcher_predicate(matcher, ctx.query)))
-        candidates = self._store.select(name)
-        if not predicates:
-            return list(candidates)
+        candidates = list(self._store.select(name))
+        if not matchers.matchers:
+            return candidates
+        cache_key = (name, *((m.name, str(m.op), m.value) for m in matchers.matchers))
+        cached = self._matches.get(cache_key)
+        if (
+            cached is not None
+            and len(cached[0]) == len(candidates)
+            and all(map(is_, cached[0], candidates))
+        ):
+            return list(cached[1])
+        predicates = [
+            (matcher.name, _matcher_predicate(matcher, ctx.query)) for matcher in matchers.matchers
+        ]
         out: list[Series] = []
         for series in candidates:
             labels = series.labels
             if all(pred(labels.get(label, "")) for label, pred in predicates):
                 out.append(series)
-        return out
+        self._matches[cache_key] = (candidates, out)
+        return list(out)
+
+    def _without_name(self, labels: Labels) -> tuple[Labels, frozenset[tuple[str, str]]]:
+        """A store series' labels without ``__name__``, and that label set as a frozenset.
+
+        The result is shared between evaluations: callers must not modify it.
+        """
+        entry = self._unnamed.get(id(labels))
+        if entry is None or entry[0] is not labels:
+            unnamed = _drop_name(labels)
+            entry = (labels, unnamed, frozenset(unnamed.items()))
+            self._unnamed[id(labels)] = entry
+        return entry[1], entry[2]
 
     def _vector_selector(self, selector: Any, ctx: _Context) -> _Vector:
         ref = self._reference_time(selector, ctx)
@@ -931,6 +993,8 @@ class PromQLEngine:
                 else:
                     continue
             result = _drop_name(labels) if arithmetic else dict(labels)
+            if include and result is labels:
+                result = dict(labels)
             if one_to_one:
                 if on:
                     result = {k: v for k, v in result.items() if k in names}
@@ -998,30 +1062,46 @@ class PromQLEngine:
             assert isinstance(added, _String)
             names = names | {added.value} if by else names - {added.value}
 
-        groups: dict[tuple[Any, ...], tuple[Labels, list[tuple[Labels, float]]]] = {}
+        groups: dict[Any, tuple[Labels, list[tuple[Labels, float]], list[float]]] = {}
         order = sorted(names)
+        ranked = op in ("topk", "bottomk")
+        pick = itemgetter(*order) if order else None
+        lone = len(order) == 1
         for labels, v in vector.samples:
             if by:
-                # Keyed by the listed labels' values (None when absent), without building a dict.
-                key: tuple[Any, ...] = tuple([labels.get(n) for n in order])
+                # Keyed by the listed labels' values (None when absent), without building a dict;
+                # a lone label keys by its bare value, which cannot collide with a tuple key.
+                key: Any
+                complete = True
+                try:
+                    key = pick(labels) if pick is not None else ()
+                except KeyError:
+                    key = tuple(map(labels.get, order))
+                    complete = False
                 group = groups.get(key)
                 if group is None:
-                    grouping = {n: labels[n] for n in order if n in labels}
-                    group = (grouping, [])
+                    if not complete:
+                        grouping = {n: labels[n] for n in order if n in labels}
+                    elif lone:
+                        grouping = {order[0]: key}
+                    else:
+                        grouping = dict(zip(order, key, strict=True))
+                    group = (grouping, [], [])
                     groups[key] = group
             else:
                 grouping = {k: val for k, val in labels.items() if k not in names and k != NAME}
                 key = _key(grouping)
                 group = groups.get(key)
                 if group is None:
-                    group = (grouping, [])
+                    group = (grouping, [], [])
                     groups[key] = group
-            group[1].append((labels, v))
+            if ranked:
+                group[1].append((labels, v))
+            group[2].append(v)
 
         out: list[tuple[Labels, float]] = []
-        for grouping, members in groups.values():
-            values = [v for _, v in members]
-            if op in ("topk", "bottomk"):
+        for grouping, members, values in groups.values():
+            if ranked:
                 assert param is not None
                 k = int(param)
                 if k < 1:
@@ -1037,11 +1117,11 @@ class PromQLEngine:
                 out.extend(sorted(members, key=rank)[:k])
                 continue
             if op == "sum":
-                result = math.fsum(values) if all(math.isfinite(v) for v in values) else sum(values)
+                result = math.fsum(values) if all(map(math.isfinite, values)) else sum(values)
             elif op == "avg":
                 result = (
                     _mean(values)
-                    if all(math.isfinite(v) for v in values)
+                    if all(map(math.isfinite, values))
                     else (sum(values) / len(values))
                 )
             elif op == "min":
@@ -1067,22 +1147,25 @@ class PromQLEngine:
     def _call(self, expr: Any, ctx: _Context) -> _Value:
         name = expr.func.name
         args = expr.args
+        if name in ("rate", "increase", "delta") and isinstance(args[0], pp.MatrixSelector):
+            return self._rate_of_selector(args[0], ctx, name != "delta", name == "rate")
         if name in ("rate", "increase", "delta", "irate", "idelta"):
             matrix = self._matrix_arg(args[0], ctx, f"the argument of {name}")
             out: list[tuple[Labels, float]] = []
+            keys: list[frozenset[tuple[str, str]]] = []
+            instant = name in ("irate", "idelta")
+            is_counter = name != "delta"
+            is_rate = name == "rate"
             for series in matrix.series:
-                if name in ("irate", "idelta"):
+                if instant:
                     result = _instant_delta(series, is_rate=name == "irate")
                 else:
-                    result = _extrapolated_rate(
-                        series,
-                        matrix,
-                        is_counter=name != "delta",
-                        is_rate=name == "rate",
-                    )
+                    result = _extrapolated_rate(series, matrix, is_counter, is_rate)
                 if result is not None:
-                    out.append((_drop_name(series.labels), result))
-            return _Vector(out)
+                    labels, key = self._without_name(series.labels)
+                    out.append((labels, result))
+                    keys.append(key)
+            return _Vector(out, keys)
         if name in _OVER_TIME or name == "quantile_over_time":
             q = 0.0
             if name == "quantile_over_time":
@@ -1162,6 +1245,42 @@ class PromQLEngine:
             return _Vector(sorted(vector.samples, key=order))
         raise PromQLError(f"function {name}() is not supported in query {ctx.query!r}")
 
+    def _rate_of_selector(
+        self, matrix: Any, ctx: _Context, is_counter: bool, is_rate: bool
+    ) -> _Vector:
+        """rate, increase or delta straight over the stored samples of a range selector.
+
+        The same computation as building the range vector first, without copying windows that
+        hold no staleness markers.
+        """
+        selector = matrix.vector_selector
+        ref = self._reference_time(selector, ctx)
+        seconds = matrix.range.total_seconds()
+        start = ref - seconds
+        out: list[tuple[Labels, float]] = []
+        keys: list[frozenset[tuple[str, str]]] = []
+        for series in self._select(selector, ctx):
+            ts = series.timestamps
+            lo = bisect_left(ts, start)
+            hi = bisect_right(ts, ref)
+            if hi - lo < 2:
+                continue
+            values = series.values[lo:hi]
+            if math.isnan(sum(values)):
+                window = ts[lo:hi]
+                kept = [j for j, v in enumerate(values) if v == v or not is_stale(v)]
+                if len(kept) < 2:
+                    continue
+                first_t, last_t = window[kept[0]], window[kept[-1]]
+                values = [values[j] for j in kept]
+            else:
+                first_t, last_t = ts[lo], ts[hi - 1]
+            result = _extrapolate(first_t, last_t, values, start, ref, seconds, is_counter, is_rate)
+            labels, key = self._without_name(series.labels)
+            out.append((labels, result))
+            keys.append(key)
+        return _Vector(out, keys)
+
     def _relabel(self, name: str, args: list[Any], ctx: _Context) -> _Vector:
         vector = self._vector_arg(args[0], ctx, f"the first argument of {name}")
         texts: list[str] = []
@@ -1223,7 +1342,9 @@ class PromQLEngine:
                 upper = float(le)
             except ValueError:
                 continue
-            rest = {k: val for k, val in labels.items() if k not in ("le", NAME)}
+            rest = dict(labels)
+            del rest["le"]
+            rest.pop(NAME, None)
             key = _key(rest)
             group = groups.get(key)
             if group is None:
