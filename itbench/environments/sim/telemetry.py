@@ -798,7 +798,7 @@ class _TraceBuilder:
         own_us = int(
             _own_ms(op, stats, self.traffic) * 1000 * math.exp(SIGMA * self.rng.gauss(0, 1))
         )
-        placeholder = len(self.spans)
+        span_slot = len(self.spans)
         span_id = f"{self.rng.getrandbits(64):016x}" if instrumented else (parent or "")
         cursor = start + own_us // 2
         error = ""
@@ -827,7 +827,7 @@ class _TraceBuilder:
                 parent,
                 error,
                 span_id=span_id,
-                at=placeholder,
+                at=span_slot,
             )
         return duration, error
 
@@ -843,7 +843,7 @@ class _TraceBuilder:
                 self._span(svc, name, kind, start, duration, parent, edge.reason)
             return duration, edge.reason
         client_id = f"{self.rng.getrandbits(64):016x}" if instrumented else parent
-        placeholder = len(self.spans)
+        span_slot = len(self.spans)
         if (call.service, call.operation) in _OPS:
             duration, cause = self._serve(call.service, call.operation, start + 200, client_id)
         else:
@@ -856,9 +856,7 @@ class _TraceBuilder:
             cause = edge.reason or "call failed"
         if instrumented:
             shown = cause if call.mode != "async" else ""
-            self._span(
-                svc, name, kind, start, duration + 400, parent, shown, client_id, placeholder
-            )
+            self._span(svc, name, kind, start, duration + 400, parent, shown, client_id, span_slot)
         if call.mode == "async" and call.service == "kafka":
             self._consumers(client_id, start + duration + 1000)
         return duration, cause
