@@ -1,1 +1,1 @@
-"""core."""
+"""The pure core: models, catalog, faults, topology, trial state machine and scoring (no I/O)."""

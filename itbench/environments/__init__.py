@@ -1,1 +1,1 @@
-"""environments."""
+"""Environments a trial runs in, behind one port (`port.Environment`)."""

@@ -1,6 +1,6 @@
 """The Environment port: one isolated copy of the application that a trial runs in.
 
-Two implementations: the simulator (`itbench.environments.sim`) and the live cluster
+Implementations: the simulator (`itbench.environments.sim`); the live cluster comes next
 (`itbench.environments.kube`). The trial runner, the gateway and the operator see only this.
 All methods are synchronous; the live implementation blocks on I/O, the simulator computes.
 """
