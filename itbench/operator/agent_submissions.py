@@ -102,9 +102,9 @@ def reconcile_agent(runtime: OperatorRuntime, body: kopf.Body) -> None:
         }
     )
     new = status.wire()
-    runtime.api.patch_status(AGENT_SUBMISSIONS, namespace, name, new, old)
     if status.phase != previous.phase or (not ready and previous.observed_generation != generation):
         runtime.api.event(dict(body), reason, message, warning=not ready)
+    runtime.api.patch_status(AGENT_SUBMISSIONS, namespace, name, new, old)
 
 
 def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:

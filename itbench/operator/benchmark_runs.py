@@ -141,14 +141,15 @@ class _Reconciler:
 
     # -- outcomes -----------------------------------------------------------------------------
     def write(self, status: BenchmarkRunStatus, event: tuple[str, str, bool] | None = None) -> None:
+        # The event goes first, so whoever sees the new status also finds the event about it.
         status = status.model_copy(update={"observed_generation": self.generation})
-        self.api.patch_status(BENCHMARK_RUNS, self.namespace, self.name, status.wire(), self.old)
         changed = status.phase != self.previous.phase
         if event is not None and (changed or self.previous.observed_generation != self.generation):
             reason, message, warning = event
             self.api.event(self.body, reason, message, warning=warning)
         elif changed:
             self.api.event(self.body, status.phase.value, f"run is {status.phase.value}")
+        self.api.patch_status(BENCHMARK_RUNS, self.namespace, self.name, status.wire(), self.old)
 
     def invalid(self, reason: str, message: str) -> None:
         conditions = condition(

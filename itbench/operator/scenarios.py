@@ -58,14 +58,14 @@ def reconcile_scenario(runtime: OperatorRuntime, body: kopf.Body) -> None:
             }
         )
     new = status.wire()
-    if new != old:
-        runtime.api.patch_status(SCENARIOS, None, name, new, old)
     if status.phase != previous.phase or (
         status.phase == ScenarioPhase.INVALID and previous.observed_generation != generation
     ):
         runtime.api.event(
             obj, "Invalid" if scenario is None else "Ready", message, warning=scenario is None
         )
+    if new != old:
+        runtime.api.patch_status(SCENARIOS, None, name, new, old)
 
 
 def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:

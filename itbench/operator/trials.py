@@ -352,13 +352,8 @@ class TrialDriver:
     ) -> None:
         meta = body["metadata"]
         status = status.model_copy(update={"observed_generation": meta.get("generation")})
-        self.api.patch_status(TRIALS, meta["namespace"], meta["name"], status.wire(), old)
-        self.runtime.metrics.trial_phase(meta["uid"], status.phase.value)
-        if previous is None or previous.phase != status.phase:
-            if status.phase.final:
-                self.runtime.metrics.trial_outcomes.labels(
-                    phase=status.phase.value, reason=status.reason
-                ).inc()
+        flipped = previous is None or previous.phase != status.phase
+        if flipped:  # the event goes first, so whoever sees the new phase also finds its event
             warning = status.phase in (TrialPhase.FAILED, TrialPhase.ERRORED)
             self.api.event(
                 _plain(body),
@@ -366,6 +361,12 @@ class TrialDriver:
                 f"{status.phase.value}: {status.message}".strip(": "),
                 warning=warning,
             )
+        self.api.patch_status(TRIALS, meta["namespace"], meta["name"], status.wire(), old)
+        self.runtime.metrics.trial_phase(meta["uid"], status.phase.value)
+        if flipped and status.phase.final:
+            self.runtime.metrics.trial_outcomes.labels(
+                phase=status.phase.value, reason=status.reason
+            ).inc()
 
     # ---- agent workloads ----------------------------------------------------------------------
     def _publish(self, body: kopf.Body, live: _Live) -> None:
