@@ -53,7 +53,7 @@ def _worker() -> _Worker:
     from itbench.gateway.app import create_app
 
     registry = SessionRegistry()
-    return _Worker(registry=registry, app=create_app(registry))
+    return _Worker(registry=registry, app=create_app(registry, inline=True))
 
 
 def builtin_runner(agent: BuiltinAgent, app: Any) -> AgentRunner:

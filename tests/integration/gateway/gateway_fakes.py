@@ -283,9 +283,9 @@ def scenario(domain: str = "SRE", allow: bool = False) -> Scenario:
 class Gateway:
     """A registry, its app, and helpers to open trial sessions on fake environments."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, inline: bool = False) -> None:
         self.registry = SessionRegistry()
-        self.app = create_app(self.registry)
+        self.app = create_app(self.registry, inline=inline)
         self.http = httpx.Client(transport=InProcessTransport(self.app), base_url="http://gw")
 
     def open(
