@@ -117,9 +117,15 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
         return previous
     status = new_status(env.now()) if previous is None else restarted(previous, env.now())
 
+    written: list[TrialPhase] = []
+
     def persist(s: TrialStatus) -> None:
-        if store is not None:
+        # The twin lives in this process, so a trial interrupted mid-way starts over (see
+        # `restarted`): steps within a phase leave nothing a resume could use, and only phase
+        # changes are written, for progress and post-mortems.
+        if store is not None and (not written or written[-1] != s.phase):
             store.save_status(plan.name, s)
+            written.append(s.phase)
 
     runner = threaded_agent(builtin_runner(plan.agent, worker.app), AGENT_WALL_SECONDS)
     try:

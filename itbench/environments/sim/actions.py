@@ -5,7 +5,6 @@ The same primitives carry out agent actions and fault injections (object changes
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from itbench.environments.sim.objects import (
     KIND_INFO,
     Obj,
     canonical_kind,
+    clone,
     merge_patch,
     resource_name,
     template_hash,
@@ -152,7 +152,7 @@ def apply_manifest(cluster: Cluster, manifest: dict[str, Any]) -> Outcome:
             f'Error from server (NotFound): error when creating "STDIN": namespaces '
             f'"{namespace}" not found'
         )
-    body = copy.deepcopy(manifest)
+    body = clone(manifest)
     body["kind"] = kind
     body.setdefault("apiVersion", KIND_INFO[kind][0])
     old = cluster.get(kind, name)
@@ -160,14 +160,14 @@ def apply_manifest(cluster: Cluster, manifest: dict[str, Any]) -> Outcome:
         _validate(body)
         cluster.put(body)
         return Outcome(f"{_ref(kind, name)} created", True)
-    after = copy.deepcopy(old)
+    after = clone(old)
     for key, value in body.items():
         if key in ("status", "metadata"):
             continue
         after[key] = value
     for key in ("labels", "annotations"):
         if key in meta:
-            after["metadata"][key] = copy.deepcopy(meta[key])
+            after["metadata"][key] = clone(meta[key])
     changed = _store(cluster, old, after)
     return Outcome(f"{_ref(kind, name)} {'configured' if changed else 'unchanged'}", changed)
 
@@ -204,7 +204,7 @@ def set_flag(cluster: Cluster, flag: str, variant: str) -> Outcome:
     if flags[flag].get("defaultVariant") == variant:
         return Outcome(f"configmap/{FLAGD_CONFIGMAP} unchanged ({flag} already {variant})", False)
     flags[flag]["defaultVariant"] = variant
-    after = copy.deepcopy(cm)
+    after = clone(cm)
     after.setdefault("data", {})[FLAGD_CONFIG_KEY] = json.dumps(doc, indent=2) + "\n"
     cluster.put(after)
     return Outcome(f"configmap/{FLAGD_CONFIGMAP} patched ({flag}={variant})", True)
@@ -226,7 +226,7 @@ def apply_change(cluster: Cluster, change: ObjectChange) -> Outcome:
     if change.op == "set-flag":
         return set_flag(cluster, change.flag, change.variant)
     if change.op == "create":
-        body = copy.deepcopy(change.body) or {}
+        body = clone(change.body) or {}
         body.setdefault("kind", change.kind)
         body.setdefault("apiVersion", change.api_version)
         body.setdefault("metadata", {}).setdefault("name", change.name)
@@ -263,7 +263,7 @@ def _with_template(cluster: Cluster, kind: str, name: str) -> tuple[Obj, Obj]:
             f"error: {_ref(kind, name)} has no pod template that kubectl can change here; "
             "target the Deployment"
         )
-    return obj, copy.deepcopy(obj)
+    return obj, clone(obj)
 
 
 def perform(cluster: Cluster, action: AgentAction) -> ActionResult:
@@ -309,7 +309,7 @@ def _perform(cluster: Cluster, action: AgentAction) -> Outcome:
         if kind not in ("Deployment", "ReplicaSet"):
             raise ActionError(f'error: cannot scale {resource_name(kind)} "{name}"')
         obj = _require(cluster, kind, name)
-        after = copy.deepcopy(obj)
+        after = clone(obj)
         after["spec"]["replicas"] = action.replicas
         changed = _store(cluster, obj, after)
         return Outcome(f"{_ref(kind, name)} scaled", changed)
@@ -378,9 +378,9 @@ def _undo(cluster: Cluster, kind: str, name: str) -> Outcome:
     previous = max(
         sets, key=lambda rs: int(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"])
     )
-    template = copy.deepcopy(previous["spec"]["template"])
+    template = clone(previous["spec"]["template"])
     template.get("metadata", {}).get("labels", {}).pop("pod-template-hash", None)
-    after = copy.deepcopy(d)
+    after = clone(d)
     after["spec"]["template"] = template
     _store(cluster, d, after)
     return Outcome(f"{_ref(kind, name)} rolled back", True)

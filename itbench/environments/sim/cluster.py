@@ -7,7 +7,6 @@ state and the resource demand the traffic model reports.
 
 from __future__ import annotations
 
-import copy
 import math
 import random
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from itbench.core.shop import NODE_ARCHITECTURE, SERVICE_BY_NAME, image_platform
 from itbench.environments.sim.objects import (
     KIND_INFO,
     Obj,
+    clone,
     labels_match,
     main_container,
     parse_cpu,
@@ -264,7 +264,7 @@ class Cluster:
             (rs for rs in sets if rs["metadata"]["labels"].get("pod-template-hash") == h), None
         )
         if current is None:
-            tpl = copy.deepcopy(template)
+            tpl = clone(template)
             tpl.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
             current = self.put(
                 {
@@ -357,7 +357,7 @@ class Cluster:
                     "annotations": dict((tpl.get("metadata") or {}).get("annotations") or {}),
                     "ownerReferences": [self._owner_ref(rs)],
                 },
-                "spec": copy.deepcopy(tpl.get("spec") or {}),
+                "spec": clone(tpl.get("spec") or {}),
                 "status": {
                     "phase": "Pending",
                     "podIP": f"10.244.{serial // 250 % 250}.{serial % 250 + 2}",

@@ -8,7 +8,6 @@ telemetry and alert timeline, byte for byte.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -45,6 +44,7 @@ from itbench.environments.sim.objects import (
     Obj,
     baseline_objects,
     canonical_kind,
+    clone,
     main_container,
     parse_cpu,
     parse_memory,
@@ -228,7 +228,7 @@ class SimEnvironment:
                 previous_flag = (
                     flag_variant(self._cluster, change.flag) if change.op == "set-flag" else None
                 )
-                snapshot = copy.deepcopy(before) if before is not None else None
+                snapshot = clone(before) if before is not None else None
                 apply_change(self._cluster, change)
                 applied.append((change, snapshot, previous_flag))
         except ActionError as exc:
@@ -265,7 +265,7 @@ class SimEnvironment:
                 if current is not None:
                     self._cluster.delete(kind, change.name)
                 continue
-            restored = copy.deepcopy(before)
+            restored = clone(before)
             restored.pop("status", None)
             for k in ("resourceVersion", "generation"):
                 restored["metadata"].pop(k, None)
@@ -389,8 +389,8 @@ class SimEnvironment:
             raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
         if name is not None:
             obj = self._cluster.get(canonical, name)
-            return [copy.deepcopy(obj)] if obj is not None else []
-        return [copy.deepcopy(o) for o in self._cluster.of_kind(canonical)]
+            return [clone(obj)] if obj is not None else []
+        return [clone(o) for o in self._cluster.of_kind(canonical)]
 
     def service_calls(self) -> list[tuple[str, str]]:
         """The shop's service call graph as (caller, callee) pairs."""
@@ -399,7 +399,7 @@ class SimEnvironment:
     def events(self) -> list[dict[str, Any]]:
         """Kubernetes Events in the namespace, oldest first."""
         self._require()
-        return copy.deepcopy(self._cluster.events)
+        return clone(self._cluster.events)
 
     def pod_logs(self, pod: str, tail: int) -> list[str]:
         """The last lines of a pod's log (empty when logs are masked).
