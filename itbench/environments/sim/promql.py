@@ -281,12 +281,32 @@ def _extrapolate(
     if is_counter:
         # The values just before each counter reset, summed in order.
         result += sum(compress(vs, map(gt, vs, islice(vs, 1, None))))
+    return _extrapolate_change(
+        first_t, last_t, vs[0], result, len(vs), range_start, range_end, range_seconds,
+        is_counter, is_rate,
+    )  # fmt: skip
+
+
+def _extrapolate_change(
+    first_t: float,
+    last_t: float,
+    first_v: float,
+    result: float,
+    count: int,
+    range_start: float,
+    range_end: float,
+    range_seconds: float,
+    is_counter: bool,
+    is_rate: bool,
+) -> float:
+    """The extrapolated rate of a change ``result`` (resets accounted for) over ``count`` >= 2
+    samples from first_t (value first_v) to last_t."""
     duration_to_start = first_t - range_start
     duration_to_end = range_end - last_t
     sampled = last_t - first_t
-    average_gap = sampled / (len(vs) - 1)
-    if is_counter and result > 0 and vs[0] >= 0:
-        duration_to_zero = sampled * (vs[0] / result)
+    average_gap = sampled / (count - 1)
+    if is_counter and result > 0 and first_v >= 0:
+        duration_to_zero = sampled * (first_v / result)
         duration_to_start = min(duration_to_start, duration_to_zero)
     threshold = average_gap * 1.1
     interval = sampled
@@ -526,6 +546,9 @@ class PromQLEngine:
         # A store series' labels without the metric name, and that label set as a frozenset,
         # by the identity of the series' labels (kept alive here so identities stay unique).
         self._unnamed: dict[int, tuple[Labels, Labels, frozenset[tuple[str, str]]]] = {}
+        # Per series (by identity, kept alive here): how many samples were scanned, and the
+        # index of the last NaN and of the last decrease among them (see `_irregularities`).
+        self._scanned: dict[int, list[Any]] = {}
 
     # Public API -----------------------------------------------------------------------------
 
@@ -799,6 +822,30 @@ class PromQLEngine:
                 out.append(series)
         self._matches[cache_key] = (candidates, out)
         return list(out)
+
+    def _irregularities(self, series: Series) -> tuple[int, int]:
+        """The index of a series' last NaN sample and of its last decrease (a value below the
+        one before it), -1 when none; kept up to date as samples are appended."""
+        values = series.values
+        entry = self._scanned.get(id(series))
+        if entry is None or entry[0] is not series:
+            entry = [series, 0, -1, -1]
+            self._scanned[id(series)] = entry
+        _, scanned, last_nan, last_drop = entry
+        n = len(values)
+        if n:
+            # Re-read the last sample seen before: a store may replace a series' last value.
+            begin = max(scanned - 1, 0)
+            previous = values[begin - 1] if begin else math.nan
+            for i in range(begin, n):
+                v = values[i]
+                if v != v:
+                    last_nan = i
+                elif v < previous:
+                    last_drop = i
+                previous = v
+            entry[1], entry[2], entry[3] = n, last_nan, last_drop
+        return last_nan, last_drop
 
     def _without_name(self, labels: Labels) -> tuple[Labels, frozenset[tuple[str, str]]]:
         """A store series' labels without ``__name__``, and that label set as a frozenset.
@@ -1264,6 +1311,19 @@ class PromQLEngine:
             lo = bisect_left(ts, start)
             hi = bisect_right(ts, ref)
             if hi - lo < 2:
+                continue
+            last_nan, last_drop = self._irregularities(series)
+            if last_nan < lo and (last_drop <= lo or not is_counter):
+                # No staleness marker and no counter reset inside the window: the change is
+                # last minus first, without copying the window.
+                first_v = series.values[lo]
+                result = _extrapolate_change(
+                    ts[lo], ts[hi - 1], first_v, series.values[hi - 1] - first_v, hi - lo,
+                    start, ref, seconds, is_counter, is_rate,
+                )  # fmt: skip
+                labels, key = self._without_name(series.labels)
+                out.append((labels, result))
+                keys.append(key)
                 continue
             values = series.values[lo:hi]
             if math.isnan(sum(values)):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -816,3 +818,64 @@ def test_answers_match_prometheus_promtool(tmp_path: Path) -> None:
     )
     assert len(cases) > 300
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def _reference_increase(
+    samples: list[tuple[float, float]], t: float, seconds: float, is_counter: bool
+) -> float | None:
+    """increase()/delta() written out from Prometheus' extrapolatedRate, for one series."""
+    start = t - seconds
+    window = [(ts, v) for ts, v in samples if start <= ts <= t and not is_stale(v)]
+    if len(window) < 2:
+        return None
+    values = [v for _, v in window]
+    result = values[-1] - values[0]
+    if is_counter:
+        result += sum(a for a, b in itertools.pairwise(values) if b < a)
+    first_t, last_t = window[0][0], window[-1][0]
+    to_start, to_end = first_t - start, t - last_t
+    sampled = last_t - first_t
+    gap = sampled / (len(values) - 1)
+    if is_counter and result > 0 and values[0] >= 0:
+        to_start = min(to_start, sampled * (values[0] / result))
+    interval = sampled
+    interval += to_start if to_start < gap * 1.1 else gap / 2
+    interval += to_end if to_end < gap * 1.1 else gap / 2
+    return result * interval / sampled
+
+
+def test_increase_over_a_growing_series_with_resets_and_markers_matches_the_definition() -> None:
+    """The engine keeps per-series bookkeeping across queries while samples are appended; every
+    answer must still equal the definition, whether or not a reset or a staleness marker falls
+    inside the window."""
+    rng = random.Random(7)
+    store = MemorySeriesStore()
+    engine = PromQLEngine(store)
+    labels = {"__name__": "jobs_total", "job": "x"}
+    gauge = {"__name__": "depth", "job": "x"}
+    samples: list[tuple[float, float]] = []
+    gauge_samples: list[tuple[float, float]] = []
+    value = 0.0
+    for i in range(120):
+        t = 15.0 * i
+        roll = rng.random()
+        if roll < 0.08:
+            store.mark_stale(labels, t)
+            store.mark_stale(gauge, t)
+            samples.append((t, STALE_NAN))
+            gauge_samples.append((t, STALE_NAN))
+        else:
+            value = rng.uniform(0, 5) if roll < 0.16 else value + rng.uniform(0, 10)
+            level = rng.uniform(0, 100)
+            store.append(labels, t, value)
+            store.append(gauge, t, level)
+            samples.append((t, value))
+            gauge_samples.append((t, level))
+        for window in (60.0, 120.0):
+            span = f"{int(window)}s"
+            got = engine.instant_vector(f"increase(jobs_total[{span}])", t)
+            expected = _reference_increase(samples, t, window, is_counter=True)
+            assert (got[0][1] if got else None) == pytest.approx(expected), (t, window)
+            got = engine.instant_vector(f"delta(depth[{span}])", t)
+            expected = _reference_increase(gauge_samples, t, window, is_counter=False)
+            assert (got[0][1] if got else None) == pytest.approx(expected), (t, window)
