@@ -4,12 +4,14 @@ in a pool of processes; statuses are persisted per step, so an interrupted run c
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import math
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -45,6 +47,30 @@ class _Worker:
 
     registry: SessionRegistry
     app: Any
+
+
+GC_THRESHOLDS = (100_000, 50, 100)
+"""Collector thresholds while trials run: a trial allocates hundreds of thousands of short-lived
+objects (samples, label sets, responses), and the default first-generation threshold of 700
+makes the collector rescan them so often that it costs a fifth of the run."""
+
+
+@contextlib.contextmanager
+def _tuned_gc() -> Iterator[None]:
+    previous = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
+def _init_worker() -> None:
+    # A worker process: import and build what its trials share, then keep the collector off
+    # those long-lived objects and make it run less often.
+    _worker()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 @functools.cache
@@ -192,7 +218,8 @@ def run_trials(
     if workers <= 1:
         for plan in plans:
             try:
-                status = run_trial(plan, root)
+                with _tuned_gc():
+                    status = run_trial(plan, root)
             except Exception as exc:
                 log.exception("trial crashed", extra={"trial": plan.name})
                 status = errored(plan, f"{type(exc).__name__}: {exc}")
@@ -204,7 +231,9 @@ def run_trials(
             break
         broken = False
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_init_worker
+        ) as pool:
             futures: dict[Future[TrialStatus], TrialPlan] = {
                 pool.submit(run_trial, plan, root): plan for plan in todo
             }

@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from itbench.core.alert_rules import BUDGET_METRIC
 from itbench.core.shop import (
@@ -185,10 +185,9 @@ class Scraper:
     rng: random.Random
     history: list[tuple[float, TrafficState]] = field(default_factory=list)
     _carry: dict[tuple[str, ...], float] = field(default_factory=dict)
-    _cdf_cache: dict[tuple[float, float, float], list[float]] = field(default_factory=dict)
-    _increments: dict[tuple[int, tuple[float, float, float]], list[float]] = field(
-        default_factory=dict
-    )
+    # Pure functions of their keys, shared by every twin in the process (read-only values).
+    _cdf_cache: ClassVar[dict[tuple[float, float, float], list[float]]] = {}
+    _increments: ClassVar[dict[tuple[int, tuple[float, float, float]], list[float]]] = {}
     _span_handles: dict[tuple[str, str, str, str], list[SimSeries]] = field(default_factory=dict)
     _pod_plans: dict[tuple[str, str], _PodPlan] = field(default_factory=dict)
     _deployment_handles: dict[str, list[SimSeries]] = field(default_factory=dict)
