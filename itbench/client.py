@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import unquote
 
 import httpx
 
@@ -105,26 +106,58 @@ IN_PROCESS_URL = "http://itbench.gateway"
 class InProcessTransport(httpx.BaseTransport):
     """A synchronous httpx transport that calls an ASGI app directly, on a private event loop.
 
-    Each request runs the app to completion on the calling thread; no socket, no server.
+    Each request runs the app to completion on the calling thread; no socket, no server. The
+    ASGI exchange is done here (one request message, the response collected in memory), which
+    is all an in-process call needs.
     """
 
     def __init__(self, app: Any) -> None:
         """Wrap an ASGI app."""
-        self._asgi = httpx.ASGITransport(app=app)
+        self._app = app
         self._loop = asyncio.new_event_loop()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send one request through the app and return its buffered response."""
-        body = request.read()
-        forwarded = httpx.Request(
-            request.method, request.url, headers=request.headers, content=body
-        )
-        return self._loop.run_until_complete(self._send(forwarded))
+        url = request.url
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": request.method,
+            "headers": [(k.lower(), v) for k, v in request.headers.raw],
+            "scheme": url.scheme,
+            "path": unquote(url.path),
+            "raw_path": url.raw_path.split(b"?", 1)[0],
+            "query_string": url.query,
+            "root_path": "",
+            "server": (url.host, url.port or (443 if url.scheme == "https" else 80)),
+            "client": ("127.0.0.1", 0),
+        }
+        return self._loop.run_until_complete(self._exchange(scope, request.read()))
 
-    async def _send(self, request: httpx.Request) -> httpx.Response:
-        response = await self._asgi.handle_async_request(request)
-        content = await response.aread()
-        return httpx.Response(response.status_code, headers=response.headers, content=content)
+    async def _exchange(self, scope: dict[str, Any], body: bytes) -> httpx.Response:
+        sent = False
+        status = 500
+        headers: list[tuple[bytes, bytes]] = []
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status, headers
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = list(message.get("headers") or [])
+            elif message["type"] == "http.response.body":
+                chunks.append(bytes(message.get("body", b"")))
+
+        await self._app(scope, receive, send)
+        return httpx.Response(status, headers=headers, content=b"".join(chunks))
 
     def close(self) -> None:
         """Release the event loop."""
