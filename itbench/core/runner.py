@@ -65,12 +65,14 @@ class Reason(StrEnum):
     ENVIRONMENT_FAILURE = "EnvironmentFailure"
     RECOVERY_FAILED = "RecoveryFailed"
     PLATFORM_ERROR = "PlatformError"
+    CANCELLED = "Cancelled"
 
 
 class Owner(StrEnum):
     """Who is responsible when a trial does not succeed."""
 
     AGENT = "agent"
+    USER = "user"
     PLATFORM = "platform"
     ENVIRONMENT = "environment"
     FAULT_INJECTION = "fault injection"
@@ -88,6 +90,8 @@ OUTCOMES: dict[Reason, tuple[TrialPhase, Owner | None]] = {
     Reason.ENVIRONMENT_FAILURE: (TrialPhase.ERRORED, Owner.ENVIRONMENT),
     Reason.RECOVERY_FAILED: (TrialPhase.ERRORED, Owner.ENVIRONMENT),
     Reason.PLATFORM_ERROR: (TrialPhase.ERRORED, Owner.PLATFORM),
+    # The run was cancelled: the trial lands with the Errored ones, never blamed on the agent.
+    Reason.CANCELLED: (TrialPhase.ERRORED, Owner.USER),
 }
 """Final phase and owner of each reason that ends a trial."""
 
@@ -497,7 +501,7 @@ def abort(
         ctx: The trial.
         status: Its current status.
         now: The current time.
-        reason: An Errored reason (EnvironmentFailure or PlatformError).
+        reason: An Errored reason (EnvironmentFailure, PlatformError or Cancelled).
         message: What went wrong.
     """
     if status.phase.final:

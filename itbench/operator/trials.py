@@ -202,7 +202,7 @@ class TrialDriver:
                         body,
                         old,
                         status or TrialStatus(),
-                        Reason.PLATFORM_ERROR,
+                        Reason.CANCELLED,
                         "the run was cancelled (spec.cancel) before this trial started",
                     )
                     return
@@ -238,7 +238,7 @@ class TrialDriver:
             status = new_status(live.executor.now())
         if annotation(body, CANCELLED):
             status = self._abort(
-                live, status, Reason.PLATFORM_ERROR, "the run was cancelled (spec.cancel)"
+                live, status, Reason.CANCELLED, "the run was cancelled (spec.cancel)"
             )
         else:
             status = self._steps(live, status)

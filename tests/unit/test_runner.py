@@ -547,6 +547,10 @@ def test_abort_removes_the_fault_marks_a_rebuild_and_names_the_owner() -> None:
     assert kinds == [RemoveFault, CloseSession, MarkForRebuild]
     env_abort = abort(ctx, status, T0, Reason.ENVIRONMENT_FAILURE, "unreachable")
     assert env_abort.status.message == "environment: unreachable"
+    cancelled = abort(ctx, status, T0, Reason.CANCELLED, "the run was cancelled")
+    assert cancelled.status.phase == TrialPhase.ERRORED
+    assert cancelled.status.reason == "Cancelled"
+    assert cancelled.status.message == "user: the run was cancelled"
 
 
 @pytest.mark.parametrize(
@@ -557,6 +561,7 @@ def test_abort_removes_the_fault_marks_a_rebuild_and_names_the_owner() -> None:
         ("AgentTimeout", TrialPhase.FAILED, "agent"),
         ("FaultDidNotManifest", TrialPhase.ERRORED, "fault injection"),
         ("RecoveryFailed", TrialPhase.ERRORED, "environment"),
+        ("Cancelled", TrialPhase.ERRORED, "user"),
         ("NoSuchReason", TrialPhase.ERRORED, "platform"),
     ],
 )

@@ -178,7 +178,8 @@ async def test_cancel_stops_new_trials_and_recovers_the_running_one(lab: Lab) ->
     )
     by_name = {t["metadata"]["name"]: t for t in trials_of(lab, "cancelled")}
     stopped = by_name[trial["metadata"]["name"]]["status"]
-    assert stopped["phase"] == "Errored" and "cancelled" in stopped["message"]
+    assert stopped["phase"] == "Errored" and stopped["reason"] == "Cancelled"
+    assert "cancelled" in stopped["message"]
     others = [t for n, t in by_name.items() if n != trial["metadata"]["name"]]
     assert [t["status"]["phase"] for t in others] == ["Queued", "Queued"]
     assert lab.environments.created == 1
