@@ -34,9 +34,10 @@ lint: $(STAMP)
 generate: $(STAMP)
 	$(BIN)/itbench crds generate --output-dir crds --chart-dir charts/itbench/crds --schema-dir schemas
 	$(BIN)/python -m itbench.gateway.openapi docs/openapi.json
+	$(BIN)/itbench scenarios bundle --output charts/itbench/files/catalog.yaml
 
 check-generated: generate
-	git diff --exit-code -- crds charts/itbench/crds schemas docs/openapi.json
+	git diff --exit-code -- crds charts/itbench/crds charts/itbench/files schemas docs/openapi.json
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(ARGS)

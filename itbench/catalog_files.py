@@ -157,3 +157,42 @@ def load_catalog(root: Path) -> tuple[Catalog, list[Problem]]:
         (catalog of the valid scenarios, every problem found).
     """
     return load_paths([root])
+
+
+BUNDLE_HEADER = (
+    "# The scenario catalog as one multi-document manifest (`kubectl apply -f`, or the Helm\n"
+    "# chart's scenarios.install). Generated from scenarios/ by `make generate`; do not edit.\n"
+)
+
+
+class CatalogBundleError(ValueError):
+    """The catalog cannot be bundled because some of its files are invalid."""
+
+
+def bundle(root: Path) -> str:
+    """The whole catalog under `root` as one YAML stream of Scenario manifests, by file path.
+
+    Each document is the scenario file as written (comments kept), headed by its source path
+    relative to `root`'s parent, so the bundle is reproducible and reviewable.
+
+    Args:
+        root: The scenarios directory.
+
+    Raises:
+        CatalogBundleError: Any file is invalid (the message lists every problem).
+    """
+    catalog, problems = load_catalog(root)
+    if problems:
+        listed = "; ".join(str(p) for p in problems)
+        raise CatalogBundleError(
+            f"the catalog under {root} has {len(problems)} problem(s): {listed}"
+        )
+    files, _ = scenario_files([root])
+    parts = [BUNDLE_HEADER]
+    for path in files:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        body = [line for line in lines if not line.startswith("# yaml-language-server:")]
+        source = path.relative_to(root.parent).as_posix()
+        parts.append("---\n# Source: " + source + "\n" + "\n".join(body).strip("\n") + "\n")
+    assert len(files) == len(catalog), "every valid file is one catalog entry"
+    return "".join(parts)

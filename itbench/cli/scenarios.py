@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from itbench.catalog_files import load_catalog, load_paths
+from itbench.catalog_files import CatalogBundleError, bundle, load_catalog, load_paths
 from itbench.cli.context import (
     BadInput,
     OutputFormat,
@@ -210,6 +210,53 @@ def validate(settings: Settings, paths: tuple[Path, ...], output: str) -> None:
         )
     if output == "text":
         click.echo(f"{len(catalog)} scenario(s) valid in {', '.join(map(str, targets))}")
+
+
+@scenarios.command("bundle")
+@scenarios_dir_option
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the bundle to this file (default: standard output).",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 if the --output file differs from a fresh bundle.",
+)
+@pass_settings
+def bundle_scenarios(
+    settings: Settings, scenarios_dir: Path | None, output: Path | None, check: bool
+) -> None:
+    """Write the catalog as one multi-document manifest (for `kubectl apply -f` and the chart).
+
+    Refuses (exit 2) when any scenario file is invalid, naming every problem.
+    """
+    root = scenarios_dir or settings.catalog.scenarios_dir
+    if not root.is_dir():
+        raise BadInput(f"scenarios directory {root} does not exist")
+    try:
+        text = bundle(root)
+    except CatalogBundleError as exc:
+        raise BadInput(str(exc)) from exc
+    if output is None:
+        if check:
+            raise BadInput("--check needs --output")
+        click.echo(text, nl=False)
+        return
+    current = output.read_text(encoding="utf-8") if output.is_file() else None
+    if check:
+        if current != text:
+            raise click.ClickException(f"{output} is out of date; run `make generate`")
+        click.echo(f"{output} is up to date")
+        return
+    if current != text:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output}")
 
 
 @scenarios.command("selftest")

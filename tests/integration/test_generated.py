@@ -88,3 +88,41 @@ def test_generated_yaml_has_no_anchors_and_a_do_not_edit_header(tmp_path: Path) 
         text = path.read_text()
         assert text.startswith("# Generated from itbench/core/models by `make generate`")
         assert "&id" not in text and "*id" not in text
+
+
+def test_the_charts_catalog_bundle_is_up_to_date_and_holds_every_scenario(tmp_path: Path) -> None:
+    bundle = ROOT / "charts/itbench/files/catalog.yaml"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "scenarios",
+            "bundle",
+            "--scenarios-dir",
+            str(ROOT / "scenarios"),
+            "-o",
+            str(bundle),
+            "--check",
+        ],
+    )
+    assert result.exit_code == 0, f"{result.output}: run `make generate`"
+    docs = [d for d in yaml.safe_load_all(bundle.read_text(encoding="utf-8")) if d]
+    on_disk = sorted((ROOT / "scenarios").rglob("scenario.yaml"))
+    assert len(docs) == len(on_disk)
+    assert {d["metadata"]["name"] for d in docs} == {p.parent.name for p in on_disk}
+    assert all(d["kind"] == "Scenario" for d in docs)
+
+
+def test_bundle_refuses_an_invalid_catalog_and_names_the_file(tmp_path: Path) -> None:
+    broken = tmp_path / "scenarios" / "sre" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "scenario.yaml").write_text(
+        "apiVersion: itbench.io/v1alpha1\nkind: Scenario\nmetadata: {name: broken}\nspec: {}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "bundle.yaml"
+    result = CliRunner().invoke(
+        cli, ["scenarios", "bundle", "--scenarios-dir", str(tmp_path / "scenarios"), "-o", str(out)]
+    )
+    assert result.exit_code == 2
+    assert "broken/scenario.yaml" in result.output and "spec" in result.output
+    assert not out.exists(), "nothing is written when the catalog is invalid"
