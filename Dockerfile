@@ -9,6 +9,9 @@ RUN pip install --no-cache-dir --prefix=/install .
 FROM python:3.11-slim
 COPY --from=build /install /usr/local
 COPY scenarios /opt/itbench/scenarios
+# The live-cluster fault playbooks use the kubernetes.core collection.
+RUN ansible-galaxy collection install --collections-path /usr/share/ansible/collections \
+        "kubernetes.core:>=6.2,<7"
 ENV ITBENCH_CATALOG__SCENARIOS_DIR=/opt/itbench/scenarios \
     PYTHONUNBUFFERED=1
 USER 10001

@@ -595,7 +595,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         "An HPA's CPU target is set so low that it scales the workload to its maximum.",
         HpaArgs,
         _hpa,
-        _PATCH_PLAYBOOK,
+        _CREATE_PLAYBOOK,  # creates the HPA, or updates the one that exists
     ),
     (
         "kubernetes.cost-alert-threshold",

@@ -29,6 +29,8 @@ from typing import Any
 
 from aiohttp import web
 
+from itbench.environments.sim.objects import merge_patch as strategic_merge_patch
+
 Json = dict[str, Any]
 
 HISTORY_LIMIT = 20_000
@@ -88,6 +90,18 @@ BUILTINS = (
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, "serviceaccount", ("sa",)),
     ResourceType("", "v1", "pods", "Pod", True, "pod", ("po",), True),
     ResourceType("batch", "v1", "jobs", "Job", True, "job", (), True),
+    # The application's kinds, for the live-cluster fault playbooks (no controllers run here).
+    ResourceType("", "v1", "services", "Service", True, "service", ("svc",), True),
+    ResourceType("apps", "v1", "deployments", "Deployment", True, "deployment", ("deploy",), True),
+    ResourceType(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        True,
+        "networkpolicy",
+        ("netpol",),
+    ),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role"),
     ResourceType(
         "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"
@@ -692,6 +706,22 @@ class LoopbackApi:
                 current = self._find(target)
                 if ctype == "application/json-patch+json" or isinstance(body, list):
                     patched = json_patch(current, body)
+                elif ctype == "application/strategic-merge-patch+json":
+                    if target.rtype not in BUILTINS:
+                        # As the real API server answers for custom resources.
+                        raise ApiError(
+                            415,
+                            "UnsupportedMediaType",
+                            "the body of the request was in an unknown format - accepted media "
+                            "types include: application/json-patch+json, "
+                            "application/merge-patch+json, application/apply-patch+yaml",
+                        )
+                    # Named lists (containers, env, ports, volumes) merge item by item, as the
+                    # API server's strategic merge does for built-in kinds.
+                    patched = strategic_merge_patch(current, body, strategic=True)
+                    patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
+                        "resourceVersion"
+                    ]
                 else:
                     patched = merge_patch(current, body)
                     sent_rv = ((body.get("metadata") or {}) if isinstance(body, dict) else {}).get(

@@ -1,0 +1,354 @@
+"""Fault injection on a live cluster, through the fault library's Ansible playbooks.
+
+A fault is a list of `ObjectChange`s (the same data the simulator applies to its twin). Before a
+change is made, the object it touches is read and kept (or noted absent, or its flag's variant
+noted), so that removal can put everything back: created objects are deleted, patched objects
+are replaced by their earlier version, flags get their earlier variant. Each kind of change has
+its playbook: `faults/object-patch.yaml`, `faults/object-create.yaml`, `faults/flagd.yaml`;
+`faults/restore.yaml` puts patched objects back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from itbench.core.faults import ObjectChange
+from itbench.core.shop import FLAGD_CONFIG_KEY
+from itbench.environments.port import EnvironmentFailure
+
+log = logging.getLogger(__name__)
+
+PLAYBOOK_DIR = Path(__file__).parent / "playbooks"
+"""Root of the playbooks; the fault library names them relative to it (`faults/flagd.yaml`)."""
+
+PLAYBOOK_FOR_OP = {
+    "merge-patch": "faults/object-patch.yaml",
+    "create": "faults/object-create.yaml",
+    "delete": "faults/object-create.yaml",
+    "set-flag": "faults/flagd.yaml",
+}
+"""The playbook that makes each kind of change."""
+
+RESTORE_PLAYBOOK = "faults/restore.yaml"
+
+SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")
+"""Metadata the API server owns; dropped from an object before it is put back."""
+
+Json = dict[str, Any]
+
+
+class PlaybookError(RuntimeError):
+    """A playbook failed; the message names the task and what the module said."""
+
+
+class ObjectReader(Protocol):
+    """Reads one object from the cluster (None when it does not exist)."""
+
+    def read(self, api_version: str, kind: str, name: str, namespace: str | None) -> Json | None:
+        """The object as the API server has it now."""
+        ...
+
+
+class PlaybookRunner(Protocol):
+    """Runs one playbook with extra variables, raising PlaybookError when it fails."""
+
+    def run(self, playbook: str, extravars: Mapping[str, Any]) -> None:
+        """Run `playbook` (relative to PLAYBOOK_DIR)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AppliedChange:
+    """One change made, with what removal needs to undo it.
+
+    Attributes:
+        change: The change.
+        before: The object before the change (None: it did not exist).
+        previous_variant: For set-flag: the flag's variant before the change.
+    """
+
+    change: ObjectChange
+    before: Json | None
+    previous_variant: str | None = None
+
+    def wire(self) -> Json:
+        """A JSON-ready form, to keep with the trial (a restarted operator removes from it)."""
+        return {
+            "change": self.change.model_dump(mode="json", by_alias=True),
+            "before": self.before,
+            "previousVariant": self.previous_variant,
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> AppliedChange:
+        """Read the form `wire` wrote."""
+        return cls(
+            change=ObjectChange.model_validate(data["change"]),
+            before=data.get("before"),
+            previous_variant=data.get("previousVariant"),
+        )
+
+
+def restorable(obj: Json) -> Json:
+    """An object as it can be written back: no status, no server-owned metadata."""
+    out = {k: v for k, v in obj.items() if k != "status"}
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_FIELDS}
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k != "kubectl.kubernetes.io/last-applied-configuration"
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    out["metadata"] = meta
+    return out
+
+
+def flag_variant(configmap: Json | None, flag: str, key: str = FLAGD_CONFIG_KEY) -> str | None:
+    """A flag's default variant in flagd's ConfigMap (None when it is not defined)."""
+    if configmap is None:
+        return None
+    try:
+        doc = json.loads(str((configmap.get("data") or {}).get(key, "")))
+    except json.JSONDecodeError:
+        return None
+    flags = doc.get("flags") if isinstance(doc, dict) else None
+    entry = flags.get(flag) if isinstance(flags, dict) else None
+    variant = entry.get("defaultVariant") if isinstance(entry, dict) else None
+    return str(variant) if variant is not None else None
+
+
+def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
+    """The playbook runs that undo applied changes, in order (latest change first).
+
+    Args:
+        applied: The changes as made, in the order they were made.
+
+    Returns:
+        (playbook, extra vars) pairs.
+    """
+    runs: list[tuple[str, Json]] = []
+    for item in reversed(applied):
+        change = item.change
+        if change.op == "set-flag":
+            if item.previous_variant is None:
+                continue
+            undo = change.model_copy(update={"variant": item.previous_variant})
+            runs.append(
+                (
+                    PLAYBOOK_FOR_OP["set-flag"],
+                    {
+                        "changes": [undo.model_dump(mode="json", by_alias=True)],
+                        "flagd_key": FLAGD_CONFIG_KEY,
+                    },
+                )
+            )
+        elif item.before is None:
+            if change.op == "create":
+                gone = change.model_copy(update={"op": "delete", "body": {}})
+                runs.append(
+                    (
+                        PLAYBOOK_FOR_OP["delete"],
+                        {"changes": [gone.model_dump(mode="json", by_alias=True)]},
+                    )
+                )
+        elif change.op == "delete":
+            again = ObjectChange(
+                op="create",
+                api_version=change.api_version,
+                kind=change.kind,
+                name=change.name,
+                namespace=change.namespace,
+                body=restorable(item.before),
+            )
+            runs.append(
+                (
+                    PLAYBOOK_FOR_OP["create"],
+                    {"changes": [again.model_dump(mode="json", by_alias=True)]},
+                )
+            )
+        else:
+            runs.append((RESTORE_PLAYBOOK, {"objects": [restorable(item.before)]}))
+    return runs
+
+
+@dataclass
+class ClusterFaults:
+    """Injects and removes faults on a live cluster.
+
+    Attributes:
+        reader: Reads objects before they change.
+        runner: Runs the playbooks.
+        flagd_key: The key of flagd's ConfigMap that holds the flag definitions.
+    """
+
+    reader: ObjectReader
+    runner: PlaybookRunner
+    flagd_key: str = FLAGD_CONFIG_KEY
+
+    def inject(self, changes: Sequence[ObjectChange]) -> list[AppliedChange]:
+        """Make a fault's changes, one playbook run per change, keeping what undoes them.
+
+        Raises:
+            EnvironmentFailure: A change failed; the ones made before it have been undone.
+        """
+        applied: list[AppliedChange] = []
+        for change in changes:
+            try:
+                before = self.reader.read(
+                    change.api_version, change.kind, change.name, change.namespace
+                )
+                if before is None and change.op in ("merge-patch", "set-flag"):
+                    raise PlaybookError(
+                        f"{change.kind} {change.namespace or ''}/{change.name} not found"
+                    )
+                previous = flag_variant(before, change.flag, self.flagd_key)
+                extravars: Json = {"changes": [change.model_dump(mode="json", by_alias=True)]}
+                if change.op == "set-flag":
+                    extravars["flagd_key"] = self.flagd_key
+                self.runner.run(PLAYBOOK_FOR_OP[change.op], extravars)
+            except (PlaybookError, KeyError) as exc:
+                self._undo_quietly(applied)
+                raise EnvironmentFailure(
+                    f"injecting {change.op} {change.kind}/{change.name} failed: {exc}"
+                ) from None
+            applied.append(
+                AppliedChange(
+                    change=change,
+                    before=before,
+                    previous_variant=previous if change.op == "set-flag" else None,
+                )
+            )
+        return applied
+
+    def remove(self, applied: Sequence[AppliedChange]) -> None:
+        """Undo applied changes (latest first).
+
+        Raises:
+            EnvironmentFailure: A step failed (the others were still attempted).
+        """
+        failures: list[str] = []
+        for playbook, extravars in undo_plan(applied):
+            try:
+                self.runner.run(playbook, extravars)
+            except PlaybookError as exc:
+                failures.append(str(exc))
+        if failures:
+            raise EnvironmentFailure("removing the fault failed: " + "; ".join(failures))
+
+    def _undo_quietly(self, applied: Sequence[AppliedChange]) -> None:
+        try:
+            self.remove(applied)
+        except EnvironmentFailure as exc:
+            log.warning("undoing a partial injection failed", extra={"error": str(exc)})
+
+
+class KubeObjectReader:
+    """Reads objects through the official client's dynamic API (discovery-driven)."""
+
+    def __init__(self, api_client: Any) -> None:
+        """Wrap a `kubernetes.client.ApiClient`."""
+        from kubernetes.dynamic import DynamicClient
+
+        self._client = DynamicClient(api_client)
+
+    def read(self, api_version: str, kind: str, name: str, namespace: str | None) -> Json | None:
+        """The object as the API server has it now (None when it does not exist)."""
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        resource = self._client.resources.get(api_version=api_version, kind=kind)
+        try:
+            obj = resource.get(name=name, namespace=namespace)
+        except NotFoundError:
+            return None
+        result: Json = obj.to_dict()
+        return result
+
+
+@dataclass
+class AnsiblePlaybookRunner:
+    """Runs the fault playbooks with ansible-runner, each in a fresh private directory.
+
+    Attributes:
+        kubeconfig: Kubeconfig the playbooks use (None: in-cluster configuration).
+        collections_path: Where the kubernetes.core collection is installed (None: Ansible's
+            default search path).
+        timeout_seconds: Longest a playbook may run.
+    """
+
+    kubeconfig: str | None = None
+    collections_path: str | None = None
+    timeout_seconds: int = 300
+
+    def run(self, playbook: str, extravars: Mapping[str, Any]) -> None:
+        """Run a playbook; raise PlaybookError naming the failed task and its message."""
+        import ansible_runner
+
+        variables = dict(extravars)
+        if self.kubeconfig is not None:
+            variables["kubeconfig"] = self.kubeconfig
+        bin_dir = str(Path(ansible_playbook()).parent)
+        envvars = {
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            # ansible-runner starts `ansible-playbook` by name: find the one installed with us.
+            "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
+        }
+        if self.collections_path is not None:
+            envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
+        private = Path(tempfile.mkdtemp(prefix="itbench-playbook-"))
+        try:
+            result = ansible_runner.run(
+                private_data_dir=str(private),
+                project_dir=str(PLAYBOOK_DIR),
+                playbook=playbook,
+                extravars=variables,
+                envvars=envvars,
+                quiet=True,
+                timeout=self.timeout_seconds,
+            )
+            if result.status != "successful":
+                raise PlaybookError(f"{playbook}: {_failure(result)}")
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def ansible_playbook() -> str:
+    """The ansible-playbook command: the one installed with this Python, else the one on PATH.
+
+    Raises:
+        PlaybookError: Neither exists (install ansible-core).
+    """
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("ansible-playbook")
+    if found is None:
+        raise PlaybookError("ansible-playbook is not installed (pip install ansible-core)")
+    return found
+
+
+def _failure(result: Any) -> str:
+    """What the first failed task said (or the run's status)."""
+    for event in result.events:
+        if event.get("event") in ("runner_on_failed", "runner_item_on_failed"):
+            data = event.get("event_data") or {}
+            res = data.get("res") or {}
+            message = res.get("msg") or res.get("reason") or "failed"
+            return f"task {data.get('task', '?')!r}: {message}"
+    try:
+        tail = [line.strip() for line in result.stdout.read().splitlines() if line.strip()][-3:]
+    except (OSError, ValueError):
+        tail = []
+    return f"status {result.status}, rc {result.rc}" + (f": {' / '.join(tail)}" if tail else "")
