@@ -21,10 +21,12 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
+from click.testing import CliRunner
 from loopback import LoopbackApi
 
 import itbench.core.fault_library  # noqa: F401 (registers the faults)
 from itbench.catalog_files import load_catalog
+from itbench.cli.main import cli
 from itbench.core.faults import ObjectChange, all_faults, get_fault
 from itbench.core.shop import FLAGD_CONFIG_KEY, FLAGD_CONFIGMAP
 from itbench.environments.kube.faults import (
@@ -227,3 +229,31 @@ def test_the_patch_playbook_alone_refuses_a_missing_target(
     )
     with pytest.raises(PlaybookError, match="Deployment otel-demo/no-such-service not found"):
         runner.run(PLAYBOOK_FOR_OP["merge-patch"], {"changes": [missing.wire()]})
+
+
+def test_cli_injects_into_a_cluster_and_removes_from_the_record(
+    api: tuple[LoopbackApi, Path], collections_path: str, tmp_path: Path
+) -> None:
+    before = stored(api, "", "services", "cart")
+    record = tmp_path / "fault.json"
+    common = ["--kubeconfig", str(api[1]), "--collections-path", collections_path]
+    runner = CliRunner()
+    inject = ["faults", "inject", "kubernetes.service-target-port", "--arg", "service=cart"]
+    bad = runner.invoke(
+        cli, [*inject, "--arg", "port=not-a-port", "--record", str(record), *common]
+    )
+    assert bad.exit_code == 2 and "port" in bad.output, bad.output
+    assert not record.exists() and stored(api, "", "services", "cart") == before
+    done = runner.invoke(cli, [*inject, "--arg", "port=9999", "--record", str(record), *common])
+    assert done.exit_code == 0, done.output
+    assert stored(api, "", "services", "cart")["spec"]["ports"][0]["targetPort"] == 9999
+    assert json.loads(record.read_text())["fault"] == "kubernetes.service-target-port"
+    again = runner.invoke(
+        cli,
+        ["faults", "inject", "flagd.cart-failure", "--record", str(record), *common],
+    )
+    assert again.exit_code == 2 and "exists" in again.output, "a record is never overwritten"
+    removed = runner.invoke(cli, ["faults", "remove", "--record", str(record), *common])
+    assert removed.exit_code == 0, removed.output
+    assert spec_of(stored(api, "", "services", "cart")) == spec_of(before)
+    assert not record.exists()
