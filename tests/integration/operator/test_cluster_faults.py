@@ -7,9 +7,9 @@ kubernetes/core directory is kept), cached in ~/.cache/itbench/tools.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,8 +67,10 @@ def _install_kubernetes_core() -> None:
                 if name.startswith("ansible_collections/kubernetes/core/"):
                     archive.extract(name, staging)
         COLLECTIONS.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):  # another worker got there first
+        try:
             staging.rename(COLLECTIONS)
+        except OSError:  # another worker got there first
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
