@@ -121,7 +121,7 @@ class TrialDriver:
             )
         ctx = TrialContext(
             uid=uid,
-            name=trial.metadata.name,
+            name=workloads.gateway_trial_id(namespace, trial.metadata.name),
             spec=spec,
             scenario=scenario,
             agent_name=agent.metadata.name,
@@ -409,7 +409,7 @@ class TrialDriver:
             else:
                 self.runtime.environments.release(uid)
         self.runtime.evidence.forget(uid)
-        self.runtime.sessions.close(meta["name"])
+        self.runtime.sessions.close(workloads.gateway_trial_id(meta["namespace"], meta["name"]))
         if agent is not None and agent.spec.runtime.builtin is None:
             name = workloads.workload_name(meta["name"])
             if agent.spec.runtime.image is not None:

@@ -10,6 +10,15 @@ from itbench.operator.kubeapi import Json, owner_reference
 MAX_DNS_LABEL = 63
 
 
+def gateway_trial_id(namespace: str, name: str) -> str:
+    """A Trial's id at the gateway: `<namespace>.<name>`.
+
+    The operator's gateway serves every namespace it watches, and two namespaces may hold Trials
+    of the same name; namespaces never contain a dot, so the id is unique and unambiguous.
+    """
+    return f"{namespace}.{name}"
+
+
 def workload_name(trial: str) -> str:
     """The Job and Secret name of a trial's agent (a DNS label, stable per trial)."""
     name = f"{trial}-agent"
@@ -46,7 +55,10 @@ def token_secret(trial: Json, token: str) -> Json:
             "ownerReferences": [owner_reference(trial)],
         },
         "type": "Opaque",
-        "stringData": {"token": token},
+        "stringData": {
+            "token": token,
+            "trialId": gateway_trial_id(meta["namespace"], meta["name"]),
+        },
     }
 
 
@@ -74,7 +86,7 @@ def agent_job(
     name = workload_name(meta["name"])
     env: list[Json] = [
         {"name": "ITBENCH_GATEWAY_URL", "value": gateway_url},
-        {"name": "ITBENCH_TRIAL_ID", "value": meta["name"]},
+        {"name": "ITBENCH_TRIAL_ID", "value": gateway_trial_id(meta["namespace"], meta["name"])},
         {"name": "ITBENCH_TOKEN", "valueFrom": {"secretKeyRef": {"name": name, "key": "token"}}},
     ]
     env += [{"name": e.name, "value": e.value} for e in image.env]

@@ -180,3 +180,46 @@ async def test_capacity_bounds_admission_and_queued_trials_say_why(lab: Lab) -> 
         "itbench_operator_queue_depth", {"namespace": NS, "run": "slow"}
     )
     assert depth == 3
+
+
+async def test_runs_of_the_same_name_in_two_namespaces_keep_their_trials_apart(lab: Lab) -> None:
+    """The gateway serves every namespace: same-named Trials must not share a session."""
+    other = "team-b"
+    lab.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    await lab.start()
+    await ready_scenarios(lab, SCENARIOS[0])
+    for namespace in (NS, other):
+        manifest = agent("oracle", {"builtin": {"name": "oracle"}})
+        manifest["metadata"]["namespace"] = namespace
+        lab.cluster.apply(manifest)
+    await until(
+        lambda: all(
+            ((lab.cluster.get("agentsubmissions", "oracle", ns) or {}).get("status") or {}).get(
+                "ready"
+            )
+            for ns in (NS, other)
+        ),
+        what="both agents Ready",
+    )
+    for namespace in (NS, other):
+        run = benchmark_run("twin", "oracle", [SCENARIOS[0]], trialsPerScenario=2, allowOracle=True)
+        run["metadata"]["namespace"] = namespace
+        run["spec"]["concurrency"] = 2
+        lab.cluster.apply(run)
+
+    def run_phase(namespace: str) -> str:
+        run = lab.cluster.get("benchmarkruns", "twin", namespace) or {}
+        return str((run.get("status") or {}).get("phase", ""))
+
+    await until(
+        lambda: all(run_phase(ns) == "Succeeded" for ns in (NS, other)),
+        within=60,
+        what="both runs Succeeded",
+    )
+    trials = [t for t in lab.cluster.objects("trials") if t["metadata"]["name"].startswith("twin-")]
+    assert len(trials) == 4
+    assert {t["metadata"]["namespace"] for t in trials} == {NS, other}
+    assert all(t["status"]["phase"] == "Succeeded" for t in trials), [
+        (t["metadata"]["namespace"], t["status"]["message"]) for t in trials
+    ]
+    assert lab.environments.created == 4

@@ -44,8 +44,10 @@ async def test_agent_that_never_reports_fails_its_trial_at_the_time_limit(lab: L
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
     assert env["ITBENCH_GATEWAY_URL"]["value"] == "http://gateway.test:8080"
     assert env["ITBENCH_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == job_name
+    assert env["ITBENCH_TRIAL_ID"]["value"] == f"{NS}.silent-{SCENARIO}-0"
     secret = lab.cluster.server.get("", "secrets", NS, job_name)
     assert secret is not None and secret["stringData"]["token"]
+    assert secret["stringData"]["trialId"] == env["ITBENCH_TRIAL_ID"]["value"]
     sa = lab.cluster.server.get("", "serviceaccounts", NS, "itbench-agent")
     assert sa is not None and sa["automountServiceAccountToken"] is False
 
