@@ -44,6 +44,15 @@ from itbench.environments.sim.objects import baseline_objects
 
 NS = "otel-demo"
 ROOT = Path(__file__).resolve().parents[3]
+MISSING = ObjectChange(
+    op="merge-patch",
+    api_version="apps/v1",
+    kind="Deployment",
+    name="no-such-service",
+    namespace=NS,
+    body={"spec": {"replicas": 0}},
+)
+"""A patch of a Deployment that does not exist."""
 ANSIBLE_WHEEL = "ansible==12.3.0"
 ANSIBLE_WHEEL_SHA256 = "cd156f82fa87f7a899212b0efa9f7ca3a24d609212de9f78428a572eb01e5414"
 COLLECTIONS = Path.home() / ".cache" / "itbench" / "tools" / "ansible-12.3.0-collections"
@@ -204,16 +213,8 @@ def test_a_failed_change_undoes_the_earlier_ones_and_names_the_object(
 ) -> None:
     before = stored(api, "apps", "deployments", "cart")
     good = get_fault("kubernetes.memory-limit").changes({"workload": "cart", "memory": "20Mi"}, NS)
-    missing = ObjectChange(
-        op="merge-patch",
-        api_version="apps/v1",
-        kind="Deployment",
-        name="no-such-service",
-        namespace=NS,
-        body={"spec": {"replicas": 0}},
-    )
     with pytest.raises(EnvironmentFailure, match="Deployment/no-such-service"):
-        faults.inject([*good, missing])
+        faults.inject([*good, MISSING])
     assert spec_of(stored(api, "apps", "deployments", "cart")) == spec_of(before)
 
 
@@ -221,16 +222,8 @@ def test_the_patch_playbook_alone_refuses_a_missing_target(
     api: tuple[LoopbackApi, Path], collections_path: str
 ) -> None:
     runner = AnsiblePlaybookRunner(kubeconfig=str(api[1]), collections_path=collections_path)
-    missing = ObjectChange(
-        op="merge-patch",
-        api_version="apps/v1",
-        kind="Deployment",
-        name="no-such-service",
-        namespace=NS,
-        body={"spec": {"replicas": 0}},
-    )
     with pytest.raises(PlaybookError, match="Deployment otel-demo/no-such-service not found"):
-        runner.run(PLAYBOOK_FOR_OP["merge-patch"], {"changes": [missing.wire()]})
+        runner.run(PLAYBOOK_FOR_OP["merge-patch"], {"changes": [MISSING.wire()]})
 
 
 def test_cli_injects_into_a_cluster_and_removes_from_the_record(
