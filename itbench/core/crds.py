@@ -130,8 +130,9 @@ def _age() -> PrinterColumn:
 
 
 def _spec_frozen_rule() -> Rule:
-    # A root-level transition rule: once the run has left Pending, every spec field but cancel
-    # must keep its value. Generated from the model so new fields are frozen too.
+    # A root-level transition rule: once the run has started, every spec field but cancel must
+    # keep its value. Pending runs, and Invalid runs that never started a trial, may be fixed in
+    # place. Generated from the model so new fields are frozen too.
     parts: list[str] = []
     for name, info in BenchmarkRunSpec.model_fields.items():
         if name == "cancel":
@@ -146,6 +147,7 @@ def _spec_frozen_rule() -> Rule:
             )
     started = (
         "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending'"
+        " || (oldSelf.status.phase == 'Invalid' && !has(oldSelf.status.startedAt))"
     )
     return Rule(
         path="",

@@ -7,6 +7,7 @@ from the Trials' statuses, so an operator restart resumes a run from the API alo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -50,12 +51,18 @@ FINAL_RUN_PHASES = (RunPhase.SUCCEEDED, RunPhase.CANCELLED)
 
 
 def trial_name(run: str, scenario: str, attempt: int) -> str:
-    """The deterministic name of one Trial of a run (creation is idempotent by name)."""
-    name = f"{run}-{scenario}-{attempt}"
+    """The deterministic name of one Trial of a run (creation is idempotent by name).
+
+    `<run>-<scenario>-<digest>-<attempt>`: the digest of (run, scenario) keeps runs apart whose
+    names and scenario names join alike (run `r-finops` with scenario `no-fault-control`, and
+    run `r` with `finops-no-fault-control`). Long names are cut before the digest.
+    """
+    digest = hashlib.sha256(f"{run}/{scenario}".encode()).hexdigest()
+    name = f"{run}-{scenario}-{digest[:6]}-{attempt}"
     if len(name) <= MAX_NAME:
         return name
-    suffix = f"-{hashlib.sha256(name.encode()).hexdigest()[:10]}-{attempt}"
-    return name[: MAX_NAME - len(suffix)].rstrip("-.") + suffix
+    suffix = f"-{digest[:12]}-{attempt}"
+    return f"{run}-{scenario}"[: MAX_NAME - len(suffix)].rstrip("-.") + suffix
 
 
 def report_name(run: str) -> str:
@@ -131,7 +138,9 @@ class _Reconciler:
         self.name: str = meta["name"]
         self.namespace: str = meta["namespace"]
         self.generation: int | None = meta.get("generation")
-        self.old: Json = dict(body.get("status") or {})
+        self.uid: str = str(meta.get("uid", ""))
+        written = runtime.run_statuses.get(self.uid)
+        self.old: Json = dict(written if written is not None else (body.get("status") or {}))
         try:
             self.previous = BenchmarkRunStatus.model_validate(self.old)
         except ValueError:
@@ -149,7 +158,9 @@ class _Reconciler:
             self.api.event(self.body, reason, message, warning=warning)
         elif changed:
             self.api.event(self.body, status.phase.value, f"run is {status.phase.value}")
-        self.api.patch_status(BENCHMARK_RUNS, self.namespace, self.name, status.wire(), self.old)
+        wire = status.wire()
+        self.api.patch_status(BENCHMARK_RUNS, self.namespace, self.name, wire, self.old)
+        self.runtime.run_statuses[self.uid] = wire
 
     def invalid(self, reason: str, message: str) -> None:
         conditions = condition(
@@ -171,9 +182,11 @@ class _Reconciler:
 
     # -- the reconcile ------------------------------------------------------------------------
     def run(self) -> None:
-        if self.previous.phase in FINAL_RUN_PHASES and (
-            self.previous.observed_generation == self.generation
-        ):
+        if self.previous.phase in FINAL_RUN_PHASES:
+            # A finished run keeps its outcome: a later spec edit (say, cancel) is acknowledged
+            # by observedGeneration and changes nothing else.
+            if self.previous.observed_generation != self.generation:
+                self.write(self.previous)
             return
         run, problems = parse(BenchmarkRun, self.raw_body)
         if run is None:
@@ -240,7 +253,20 @@ class _Reconciler:
                 if tname in trials:
                     continue
                 body = self.trial_body(run, tname, scenario, attempt)
-                self.api.create(TRIALS, self.namespace, body)
+                if not self.api.create(TRIALS, self.namespace, body):
+                    # It exists but was not listed: read it rather than trust our own copy.
+                    existing = self.api.get(TRIALS, self.namespace, tname)
+                    if existing is None:
+                        continue  # deleted meanwhile; the next tick creates it again
+                    owner = (existing["metadata"].get("labels") or {}).get(RUN_LABEL)
+                    if owner != self.name:
+                        self.invalid(
+                            "TrialNameTaken",
+                            f"Trial {self.namespace}/{tname} already exists and belongs to "
+                            f"{owner or 'no run'}; rename this run",
+                        )
+                        return
+                    body = existing
                 trials[tname] = body
         ordered = sorted(
             trials.values(), key=lambda t: (t["spec"]["attempt"], t["spec"]["scenario"])
@@ -263,8 +289,9 @@ class _Reconciler:
                 )
             active += queued[:free]
             queued = queued[free:]
+        # A cancelled run's queued Trials never start: they are not waiting.
         self.runtime.metrics.queue_depth.labels(namespace=self.namespace, run=self.name).set(
-            len(queued)
+            0 if spec.cancel else len(queued)
         )
         self.summarise(run, names, ordered, finished, active, agent)
 
@@ -398,6 +425,11 @@ def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
     def release(body: kopf.Body, **_: Any) -> None:
         with runtime.metrics.reconcile("BenchmarkRun"):
             left = delete_trials(runtime, body)
+        if not left:
+            meta = body["metadata"]
+            runtime.run_statuses.pop(str(meta.get("uid", "")), None)
+            with contextlib.suppress(KeyError):  # never reconciled: no series to drop
+                runtime.metrics.queue_depth.remove(meta["namespace"], meta["name"])
         if left:
             raise kopf.TemporaryError(
                 f"waiting for {left} trials to release their environments",

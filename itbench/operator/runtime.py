@@ -223,6 +223,9 @@ class OperatorRuntime:
         evidence: Baselines, samples and agent records (may outlive the operator).
         metrics: Prometheus metrics.
         gateway_app: The gateway application built-in agents are called through (in-process).
+        run_statuses: The status this instance last wrote for each BenchmarkRun, by UID. Kopf
+            hands a reconcile the body it last saw, which can predate the operator's own last
+            status write; this is the newer of the two (empty after a process restart).
     """
 
     api: KubeApi
@@ -232,6 +235,7 @@ class OperatorRuntime:
     evidence: TrialEvidence = field(default_factory=TrialEvidence)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     gateway_app: Any = None
+    run_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def gateway(self) -> Any:
         """The gateway application over `sessions` (built on first use)."""

@@ -345,7 +345,9 @@ class TrialDriver:
             update={"phase": phase, "reason": str(reason), "message": f"{who}: {message}"}
         )
         self._write(body, old, _status(body), final)
-        self._release(body, None)
+        # After a restart nothing is known in memory: look the agent up, so that an image
+        # agent's Job and token Secret go too.
+        self._release(body, self._agent_of(body))
 
     def _write(
         self, body: kopf.Body, old: Json, previous: TrialStatus | None, status: TrialStatus

@@ -302,6 +302,12 @@ def test_run_spec_is_frozen_once_started_except_cancel() -> None:
     # Before the run starts (no status, or Pending) the spec may change.
     assert evaluate(rule, _run(trialsPerScenario=10), _run())
     assert evaluate(rule, _run("Pending", trialsPerScenario=10), _run("Pending"))
+    # An Invalid run that never started may be fixed in place (its message says how) ...
+    assert evaluate(rule, _run("Invalid", agentRef={"name": "b"}), _run("Invalid"))
+    # ... but not one that ran trials before it became Invalid.
+    started = _run("Invalid")
+    started["status"]["startedAt"] = "2026-01-01T00:00:00Z"
+    assert not evaluate(rule, _run("Invalid", agentRef={"name": "b"}), started)
 
 
 def test_agent_runtime_is_exactly_one_of_image_external_builtin() -> None:

@@ -20,6 +20,8 @@ from operator_lab import (
     until,
 )
 
+from itbench.operator.benchmark_runs import trial_name
+
 pytestmark = pytest.mark.asyncio
 
 SCENARIOS = ["cart-flagd-failure", "payment-failure"]
@@ -88,7 +90,7 @@ async def test_run_with_the_oracle_completes_and_reports_through_client_and_kube
     assert timeline >= {"Pending", "Provisioning", "Injecting", "AwaitingAlerts", "Ready"}
     assert timeline >= {"AgentRunning", "Evaluating", "Recovering", "Succeeded"}
     assert sorted(t["metadata"]["name"] for t in trials) == sorted(
-        f"oracle-run-{s}-{a}" for s in SCENARIOS for a in range(2)
+        trial_name("oracle-run", s, a) for s in SCENARIOS for a in range(2)
     )
     run_uid = lab.cluster.get("benchmarkruns", "oracle-run")["metadata"]["uid"]  # type: ignore[index]
     assert all(t["metadata"]["ownerReferences"][0]["uid"] == run_uid for t in trials)

@@ -19,6 +19,8 @@ from operator_lab import (
 
 from agents import BUILTIN_AGENTS
 from itbench.client import ITBenchClient
+from itbench.operator.benchmark_runs import trial_name
+from itbench.operator.workloads import workload_name
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,7 +36,7 @@ async def test_agent_that_never_reports_fails_its_trial_at_the_time_limit(lab: L
             "silent", "boxed", [SCENARIO], trialsPerScenario=1, timeouts={"agentSeconds": 300}
         )
     )
-    job_name = f"silent-{SCENARIO}-0-agent"
+    job_name = workload_name(trial_name("silent", SCENARIO, 0))
     job = await until(
         lambda: lab.cluster.server.get("batch", "jobs", NS, job_name), what="the agent's Job"
     )
@@ -44,7 +46,7 @@ async def test_agent_that_never_reports_fails_its_trial_at_the_time_limit(lab: L
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
     assert env["ITBENCH_GATEWAY_URL"]["value"] == "http://gateway.test:8080"
     assert env["ITBENCH_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == job_name
-    assert env["ITBENCH_TRIAL_ID"]["value"] == f"{NS}.silent-{SCENARIO}-0"
+    assert env["ITBENCH_TRIAL_ID"]["value"] == f"{NS}.{trial_name('silent', SCENARIO, 0)}"
     secret = lab.cluster.server.get("", "secrets", NS, job_name)
     assert secret is not None and secret["stringData"]["token"]
     assert secret["stringData"]["trialId"] == env["ITBENCH_TRIAL_ID"]["value"]
@@ -108,9 +110,9 @@ async def test_external_agent_takes_its_token_and_finishes_through_the_gateway(l
             timeouts={"agentSeconds": 86400},
         )
     )
-    name = f"remote-{SCENARIO}-0"
+    name = trial_name("remote", SCENARIO, 0)
     secret = await until(
-        lambda: lab.cluster.server.get("", "secrets", NS, f"{name}-agent"), what="the token"
+        lambda: lab.cluster.server.get("", "secrets", NS, workload_name(name)), what="the token"
     )
     token = secret["stringData"]["token"]
 
@@ -129,4 +131,4 @@ async def test_external_agent_takes_its_token_and_finishes_through_the_gateway(l
     (trial,) = trials_of(lab, "remote")
     assert trial["status"]["phase"] == "Succeeded", trial["status"]["message"]
     assert trial["status"]["agentStartedAt"] and trial["status"]["agentFinishedAt"]
-    assert lab.cluster.server.get("", "secrets", NS, f"{name}-agent") is None
+    assert lab.cluster.server.get("", "secrets", NS, workload_name(name)) is None

@@ -7,7 +7,9 @@ from itbench.operator.workloads import workload_name
 
 
 def test_trial_names_are_deterministic_and_bounded() -> None:
-    assert trial_name("run", "cart-flagd-failure", 2) == "run-cart-flagd-failure-2"
+    name = trial_name("run", "cart-flagd-failure", 2)
+    assert name.startswith("run-cart-flagd-failure-") and name.endswith("-2")
+    assert name == trial_name("run", "cart-flagd-failure", 2)
     long = trial_name("r" * 200, "s" * 200, 7)
     assert len(long) <= 253 and long.endswith("-7")
     assert long == trial_name("r" * 200, "s" * 200, 7)
@@ -20,3 +22,10 @@ def test_workload_names_are_dns_labels() -> None:
     name = workload_name("x" * 100 + "-0")
     assert len(name) <= 63 and name.endswith("-agent")
     assert name != workload_name("x" * 100 + "-1")
+
+
+def test_runs_whose_names_join_alike_get_different_trial_names() -> None:
+    # Both catalogs' scenarios exist: no-fault-control and finops-no-fault-control.
+    assert trial_name("r-finops", "no-fault-control", 0) != trial_name(
+        "r", "finops-no-fault-control", 0
+    )
