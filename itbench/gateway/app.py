@@ -91,6 +91,10 @@ _UNIT_SECONDS = {
 }
 
 
+MAX_DURATION_SECONDS = 365 * 86400.0
+"""The longest duration a query parameter may give (longer ones overflow date arithmetic)."""
+
+
 def parse_time(value: str | None, default: datetime, field: str) -> datetime:
     """Parse a Prometheus-style time: RFC 3339 or Unix seconds; `default` when absent.
 
@@ -101,6 +105,14 @@ def parse_time(value: str | None, default: datetime, field: str) -> datetime:
         return default
     try:
         return datetime.fromtimestamp(float(value), UTC)
+    except (OverflowError, OSError):  # inf, nan or beyond the calendar
+        raise ProblemError(
+            400,
+            "bad-parameter",
+            "Invalid parameter",
+            f"{field}: {value!r} is not a time this gateway can represent",
+            errors=[FieldError(field=field, message="expected a finite time in years 1-9999")],
+        ) from None
     except ValueError:
         pass
     try:
@@ -132,12 +144,13 @@ def parse_duration(value: str, field: str) -> float:
             if parts and "".join(n + u for n, u in parts) == value
             else None
         )
-    if seconds is None or seconds <= 0:
+    if seconds is None or not 0 < seconds <= MAX_DURATION_SECONDS:
         raise ProblemError(
             400,
             "bad-parameter",
             "Invalid parameter",
-            f"{field}: {value!r} is not a positive duration (e.g. 15s, 1m, or seconds)",
+            f"{field}: {value!r} is not a positive duration of at most 365 days "
+            "(e.g. 15s, 1m, or seconds)",
             errors=[FieldError(field=field, message="expected a positive duration")],
         )
     return seconds
@@ -259,7 +272,9 @@ def create_app(registry: SessionRegistry, *, inline: bool = False) -> FastAPI:
                 outcome="refused",
                 reason=reason,
             )
-            raise ProblemError(403, "forbidden-trial", "Another trial", reason)
+            refused = ProblemError(403, "forbidden-trial", "Another trial", reason)
+            refused.recorded = True
+            raise refused
         return me
 
     SessionDep = Annotated[TrialSession, Depends(trial)]  # noqa: N806 (a type alias)
@@ -293,6 +308,7 @@ def create_app(registry: SessionRegistry, *, inline: bool = False) -> FastAPI:
                     reason=exc.detail,
                     detail=call.detail,
                 )
+                exc.recorded = True
                 session.charge(cost)
                 raise
             except EnvironmentFailure as exc:
@@ -865,6 +881,7 @@ def create_app(registry: SessionRegistry, *, inline: bool = False) -> FastAPI:
 
     app.include_router(router)
     _install_audited_validation(app, registry)
+    _install_audited_problems(app, registry)
     app.openapi = _openapi_with_models(app)  # type: ignore[method-assign]
     return app
 
@@ -1022,6 +1039,10 @@ async def _form(request: Request) -> dict[str, str]:
             raise ProblemError(
                 400, "malformed-body", "Malformed body", f"body: not JSON ({exc.msg})"
             ) from None
+        except RecursionError:
+            raise ProblemError(
+                400, "malformed-body", "Malformed body", "body: JSON nested too deeply"
+            ) from None
         if not isinstance(value, dict):
             raise ProblemError(400, "malformed-body", "Malformed body", "body: expected an object")
         return {str(k): str(v) for k, v in value.items()}
@@ -1116,6 +1137,33 @@ def _openapi_with_models(app: FastAPI) -> Callable[[], dict[str, Any]]:
         return doc
 
     return generate
+
+
+def _install_audited_problems(app: FastAPI, registry: SessionRegistry) -> None:
+    """Record a call refused before its route got to it (a malformed, oversized or incomplete
+    body) on the caller's trial, then answer with the problem."""
+    previous = app.exception_handlers[ProblemError]
+
+    async def handler(request: Request, exc: Exception) -> Any:
+        assert isinstance(exc, ProblemError)
+        if not exc.recorded and exc.status in (400, 413, 422):
+            try:
+                session = registry.by_token(_bearer(request.headers.get("authorization")))
+            except (ProblemError, UnknownTrialError):
+                session = None
+            if session is not None:
+                session.record(
+                    method=request.method,
+                    path=request.url.path,
+                    action="request",
+                    outcome="rejected",
+                    reason=exc.detail,
+                )
+                exc.recorded = True
+        response = previous(request, exc)
+        return await response if isinstance(response, Awaitable) else response
+
+    app.add_exception_handler(ProblemError, handler)
 
 
 def _install_audited_validation(app: FastAPI, registry: SessionRegistry) -> None:

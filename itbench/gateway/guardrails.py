@@ -89,6 +89,10 @@ def check_action(action: AgentAction, trial_namespace: str) -> Refusal | None:
         None when allowed, else the refusal.
     """
     targets: list[tuple[str, str, str | None]] = [(action.kind, action.name, action.namespace)]
+    if action.verb == ActionVerb.PATCH:
+        refusal = _check_identity(action, action.namespace or trial_namespace)
+        if refusal is not None:
+            return refusal
     if action.verb == ActionVerb.APPLY:
         meta: dict[str, Any] = action.manifest.get("metadata") or {}
         targets.append(
@@ -105,6 +109,24 @@ def check_action(action: AgentAction, trial_namespace: str) -> Refusal | None:
         refusal = _check_target(action.verb, canonical_kind(kind), name, namespace, trial_namespace)
         if refusal is not None:
             return refusal
+    return None
+
+
+def _check_identity(action: AgentAction, namespace: str) -> Refusal | None:
+    # A patch that rewrote kind or apiVersion would turn the object into another kind, past
+    # every rule about kinds; a name or namespace change would move it.
+    patch = action.patch
+    ref = f"{action.kind}/{action.name}"
+    changed: list[str] = [key for key in ("kind", "apiVersion") if key in patch]
+    meta = patch.get("metadata") or {}
+    expected = {"name": action.name, "namespace": namespace}
+    changed += [f"metadata.{k}" for k, v in expected.items() if k in meta and meta[k] != v]
+    if changed:
+        return Refusal(
+            "identity",
+            f"a patch of {ref} may not change {', '.join(changed)}; patch the fields of the "
+            "object itself, or apply a new object",
+        )
     return None
 
 

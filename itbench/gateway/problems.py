@@ -72,6 +72,8 @@ class ProblemError(Exception):
         self.detail = detail
         self.errors = errors or []
         self.extra = extra or {}
+        self.recorded = False
+        """Whether the call is already on a trial's audit trail."""
 
     def problem(self, instance: str) -> Problem:
         """The problem body for a request path."""

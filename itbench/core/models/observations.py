@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from itbench.core.models.base import ApiModel
 
@@ -122,6 +122,13 @@ class AgentAction(ApiModel):
     manifest: dict[str, Any] = Field(default_factory=dict, description="Object, for apply.")
     flag: str | None = Field(default=None, description="Flag key, for set-flag.")
     variant: str | None = Field(default=None, description="Variant, for set-flag.")
+
+    @field_validator("patch", "manifest")
+    @classmethod
+    def _metadata_is_an_object(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "metadata" in value and not isinstance(value["metadata"], dict | None):
+            raise ValueError("metadata must be an object (name, namespace, labels, ...)")
+        return value
 
 
 class ActionResult(ApiModel):

@@ -126,6 +126,10 @@ def patch_object(cluster: Cluster, kind: str, name: str, patch: dict[str, Any]) 
     meta_patch = patch.get("metadata") or {}
     if "name" in meta_patch and meta_patch["name"] != name:
         raise ActionError(f'error: metadata.name cannot be changed ("{name}")')
+    for key in ("kind", "apiVersion"):
+        if key in patch and patch[key] != obj.get(key):
+            # As the API server answers: a patch cannot turn an object into another kind.
+            raise ActionError(f"error: {key} cannot be changed by a patch ({_ref(kind, name)})")
     strategic = obj.get("apiVersion", "v1") in BUILTIN_GROUPS
     after = merge_patch(obj, patch, strategic=strategic)
     changed = _store(cluster, obj, after)

@@ -76,6 +76,23 @@ def test_a_failed_action_is_returned_and_audited_as_error(gw: Gateway) -> None:
     assert session.audit[-1].outcome == "error"
 
 
+def test_an_action_whose_metadata_is_not_an_object_is_rejected_naming_the_field(
+    gw: Gateway,
+) -> None:
+    session = gw.open("t1")
+    action = {
+        "verb": "apply",
+        "kind": "ConfigMap",
+        "name": "x",
+        "manifest": {"kind": "ConfigMap", "metadata": "oops"},
+    }
+    response = gw.http.post("/v1/trials/t1/actions", json=action, headers=gw.headers(session))
+    assert response.status_code == 422, response.text
+    assert any("manifest" in e["field"] for e in response.json()["errors"])
+    assert session.env.actions == []  # type: ignore[attr-defined]
+    assert session.audit[-1].outcome == "rejected"
+
+
 REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"verb": "delete", "kind": "Node", "name": "node-1"}, "destructive", "Node/node-1"),
     ({"verb": "delete", "kind": "ns", "name": "otel-demo"}, "destructive", "Namespace/otel-demo"),
@@ -133,6 +150,32 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
         "itbench.io",
     ),
     ({"verb": "patch", "kind": "ClusterRole", "name": "admin"}, "out-of-namespace", "cluster"),
+    (
+        # Turning an allowed object into a protected kind would pass every rule about kinds.
+        {
+            "verb": "patch",
+            "kind": "ConfigMap",
+            "name": "flagd-config",
+            "patch": {"kind": "PrometheusRule", "spec": {"groups": []}},
+        },
+        "identity",
+        "may not change kind",
+    ),
+    (
+        {"verb": "patch", "kind": "ConfigMap", "name": "x", "patch": {"apiVersion": "v2"}},
+        "identity",
+        "apiVersion",
+    ),
+    (
+        {
+            "verb": "patch",
+            "kind": "Deployment",
+            "name": "cart",
+            "patch": {"metadata": {"namespace": "kube-system"}},
+        },
+        "identity",
+        "metadata.namespace",
+    ),
     ({"verb": "patch", "kind": "RoleBinding", "name": "agent"}, "privilege", "permissions"),
 ]
 

@@ -70,6 +70,9 @@ def test_bad_promql_is_a_400_problem_naming_the_query_field(gw: Gateway) -> None
         ({"query": "up", "step": "soon"}, "step"),
         ({"query": "up", "start": "yesterday"}, "start"),
         ({"query": "up", "start": "2026-01-02T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "start"),
+        ({"query": "up", "start": "inf"}, "start"),
+        ({"query": "up", "end": "1e300"}, "end"),
+        ({"query": "up", "step": "1e300"}, "step"),
     ],
 )
 def test_bad_range_parameters_name_the_field(
@@ -217,3 +220,42 @@ def test_an_unexpected_failure_is_a_500_problem_and_audited(gw: Gateway) -> None
     assert err.value.status == 500
     assert err.value.slug == "internal-error"
     assert session.audit[-1].reason == "internal error: RuntimeError: boom"
+
+
+def test_absurd_times_and_lookbacks_are_400_problems_not_crashes(gw: Gateway) -> None:
+    session = gw.open("t1")
+    headers = gw.headers(session)
+    instant = gw.http.get(
+        "/v1/trials/t1/metrics/query", params={"query": "up", "time": "inf"}, headers=headers
+    )
+    assert instant.status_code == 400 and instant.json()["errors"][0]["field"] == "time"
+    traces = gw.http.get(
+        "/v1/trials/t1/traces", params={"service": "cart", "lookback": "1e300"}, headers=headers
+    )
+    assert traces.status_code == 400 and traces.json()["errors"][0]["field"] == "lookback"
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "status"),
+    [
+        (b"{", "application/json", 400),
+        (b"[" * 100_000 + b"]" * 100_000, "application/json", 400),
+        (b"time=1", "application/x-www-form-urlencoded", 422),
+        (b"query=up&x=" + b"a" * 300_000, "application/x-www-form-urlencoded", 413),
+    ],
+    ids=["not-json", "nested-too-deep", "no-query", "too-large"],
+)
+def test_a_rejected_query_body_is_a_problem_and_lands_on_the_audit_trail(
+    gw: Gateway, content: bytes, content_type: str, status: int
+) -> None:
+    session = gw.open("t1")
+    response = gw.http.post(
+        "/v1/trials/t1/metrics/query",
+        content=content,
+        headers={**gw.headers(session), "content-type": content_type},
+    )
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    entry = session.audit[-1]
+    assert (entry.outcome, entry.path) == ("rejected", "/v1/trials/t1/metrics/query")
+    assert entry.reason == response.json()["detail"]

@@ -53,6 +53,21 @@ def test_patch_without_change_is_unchanged(env: SimEnvironment) -> None:
     assert (result.ok, result.outcome) == (True, "unchanged")
 
 
+def test_a_patch_cannot_turn_an_object_into_another_kind(env: SimEnvironment) -> None:
+    rules = env.get_objects("PrometheusRule")
+    result = do(
+        env,
+        ActionVerb.PATCH,
+        "ConfigMap",
+        "flagd-config",
+        patch={"kind": "PrometheusRule", "spec": {"groups": []}},
+    )
+    assert (result.ok, result.outcome) == (False, "error")
+    assert "kind cannot be changed" in result.message
+    assert env.get_objects("PrometheusRule") == rules
+    assert env.get_objects("ConfigMap", "flagd-config")[0]["kind"] == "ConfigMap"
+
+
 def test_unknown_objects_and_kinds_are_kubectl_errors(env: SimEnvironment) -> None:
     result = do(env, ActionVerb.SCALE, "deployment", "nope", replicas=1)
     assert (result.ok, result.outcome) == (False, "error")
