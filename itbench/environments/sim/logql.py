@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from itbench.environments.sim.regex import RegexError, compile_regex
+
 
 @dataclass
 class LogLine:
@@ -228,10 +230,10 @@ class _Parser:
         return matchers
 
 
-def _compile(pattern: str, query: str) -> re.Pattern[str]:
+def _compile(pattern: str, query: str) -> Any:
     try:
-        return re.compile(pattern)
-    except re.error as exc:
+        return compile_regex(pattern)
+    except RegexError as exc:
         raise LogQLError(
             f"invalid regular expression {pattern!r} in LogQL query {query!r}: {exc}"
         ) from exc

@@ -19,6 +19,7 @@ from typing import Any
 
 import promql_parser as pp
 
+from itbench.environments.sim.regex import RegexError, compile_regex
 from itbench.environments.sim.series import Series, SeriesStore, is_stale
 
 Labels = dict[str, str]
@@ -103,10 +104,9 @@ def format_value(value: float) -> str:
     return "0" if text == "-0" else text
 
 
-@lru_cache(maxsize=1024)
-def _compile(pattern: str) -> re.Pattern[str]:
-    # Prometheus 2.x anchors matchers as ^(?:pattern)$ without the s flag.
-    return re.compile(f"(?:{pattern})")
+def _compile(pattern: str) -> Any:
+    # Prometheus 2.x anchors matchers as ^(?:pattern)$ without the s flag (RE2, as in Go).
+    return compile_regex(f"(?:{pattern})")
 
 
 @lru_cache(maxsize=1024)
@@ -115,10 +115,10 @@ def _parse_cached(query: str) -> Any:
     return pp.parse(query)
 
 
-def _regex(pattern: str, query: str) -> re.Pattern[str]:
+def _regex(pattern: str, query: str) -> Any:
     try:
         return _compile(pattern)
-    except re.error as exc:
+    except RegexError as exc:
         raise PromQLError(
             f"invalid regular expression {pattern!r} in query {query!r}: {exc}"
         ) from exc
@@ -385,7 +385,7 @@ def _set_label(labels: Labels, name: str, value: str) -> Labels:
     return result
 
 
-def _expand(template: str, match: re.Match[str]) -> str:
+def _expand(template: str, match: Any) -> str:
     """Go's regexp.Expand: $1, ${1}, $name, ${name} and $$; unknown groups expand to nothing."""
     out: list[str] = []
     i = 0

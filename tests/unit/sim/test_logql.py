@@ -129,6 +129,7 @@ def test_parse_produces_matchers_and_filters_with_escapes() -> None:
         ('{app~"a"}', "matcher operator"),
         ('{app="a"} |= "unterminated', "unterminated string"),
         ('{app=~"("}', "invalid regular expression"),
+        ('{app="a"} |~ "(?<=x)y"', "invalid regular expression"),
         ('app="a"', "stream selector"),
     ],
 )
@@ -154,3 +155,10 @@ def test_store_rejects_out_of_order_lines() -> None:
     assert [(labels, [e.line for e in lines]) for labels, lines in logs.streams()] == [
         ({"app": "a"}, ["one"])
     ]
+
+
+def test_a_pathological_line_filter_runs_in_linear_time() -> None:
+    logs = MemoryLogStore()
+    logs.append({"service_name": "cart", "pod": "cart-0"}, 10.0, "a" * 20_000)
+    result = query_logs(logs, '{service_name="cart"} |~ "(.*)*(.*)*Q"', 0, 100, 10)
+    assert result["result"] == []

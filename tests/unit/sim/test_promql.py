@@ -188,6 +188,20 @@ def test_regex_matchers_are_anchored(shop: PromQLEngine) -> None:
     assert {dict(k)["service_name"] for k in negated} == {"frontend"}
 
 
+def test_regexes_follow_go_re2_linear_time_and_no_lookaround() -> None:
+    store = MemorySeriesStore()
+    store.append({"__name__": "info", "pod": "a" * 20_000}, 60.0, 1.0)
+    engine = PromQLEngine(store)
+    # Backtracking would take ages on this pattern; RE2 answers at once.
+    assert engine.instant_vector('info{pod=~"(.*)*(.*)*x"}', 60) == []
+    assert len(engine.instant_vector('info{pod=~"(a*)*"}', 60)) == 1
+    with pytest.raises(PromQLError, match="regex"):
+        engine.instant_vector('info{pod=~"(?=a)a"}', 60)  # Prometheus refuses lookahead too
+    with pytest.raises(PromQLError, match="invalid regular expression"):
+        # label_replace's pattern is a string argument, compiled by the engine itself.
+        engine.instant_vector('label_replace(info, "x", "$1", "pod", "(?=a)(a)")', 60)
+
+
 def test_name_matcher_and_missing_label_match_empty(shop: PromQLEngine) -> None:
     by_name = vector(shop, '{__name__="queue_depth"}', 60)
     assert list(by_name.values()) == [3.0]
