@@ -96,6 +96,19 @@ def _ready_scenarios(runtime: OperatorRuntime) -> dict[str, Scenario]:
     return scenarios
 
 
+def _unvalidated_scenarios(runtime: OperatorRuntime) -> list[str]:
+    """Scenarios the operator has not yet validated at their current generation."""
+    waiting: list[str] = []
+    for body in runtime.api.list_objects(SCENARIOS):
+        status = body.get("status") or {}
+        validated = status.get("phase") in ("Ready", "Invalid") and status.get(
+            "observedGeneration"
+        ) == body["metadata"].get("generation")
+        if not validated:
+            waiting.append(str(body["metadata"]["name"]))
+    return sorted(waiting)
+
+
 def _record(trial: Mapping[str, Any], scenario: Scenario | None, agent: str) -> TrialRecord:
     spec = TrialSpec.model_validate(trial["spec"])
     status = _trial_status(trial) or TrialStatus()
@@ -221,6 +234,16 @@ class _Reconciler:
             return
         names = self.previous.scenarios
         if not names:
+            # A selection is made once: wait until every Scenario has been validated, or a
+            # catalog applied together with the run would be cut to the part checked so far.
+            waiting = _unvalidated_scenarios(self.runtime)
+            if waiting:
+                shown = ", ".join(waiting[:5]) + (", ..." if len(waiting) > 5 else "")
+                self.pending(
+                    "ScenariosValidating",
+                    f"waiting for {len(waiting)} Scenario(s) to be validated ({shown})",
+                )
+                return
             try:
                 chosen = Catalog(self.scenarios().values()).select(
                     run.spec.scenarios,

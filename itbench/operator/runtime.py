@@ -96,6 +96,7 @@ class EnvironmentRegistry:
         self._factory = factory
         self._lock = threading.Lock()
         self._envs: dict[str, Environment] = {}
+        self._building: set[str] = set()
         self._injections: dict[str, list[str]] = {}
         self.created = 0
 
@@ -104,13 +105,29 @@ class EnvironmentRegistry:
         with self._lock:
             return self._envs.get(uid)
 
-    def create(self, ctx: TrialContext) -> Environment:
-        """The trial's environment, built on first use (idempotent per UID)."""
+    def create(self, ctx: TrialContext, limit: int | None = None) -> Environment | None:
+        """The trial's environment, built on first use (idempotent per UID).
+
+        Args:
+            ctx: The trial.
+            limit: Most environments to host at once (None: no limit). Concurrent callers are
+                counted while they build, so the limit holds however the ticks interleave.
+
+        Returns:
+            The environment, or None when building one would exceed `limit`.
+        """
         with self._lock:
             env = self._envs.get(ctx.uid)
             if env is not None:
                 return env
-        env = self._factory(ctx)
+            if limit is not None and len(self._envs) + len(self._building) >= limit:
+                return None
+            self._building.add(ctx.uid)
+        try:
+            env = self._factory(ctx)
+        finally:
+            with self._lock:
+                self._building.discard(ctx.uid)
         with self._lock:
             existing = self._envs.setdefault(ctx.uid, env)
             if existing is env:

@@ -206,19 +206,27 @@ class TrialDriver:
                         "the run was cancelled (spec.cancel) before this trial started",
                     )
                     return
-                if len(self.runtime.environments) >= self.runtime.config.max_environments:
+                limit = self.runtime.config.max_environments
+                known = (
+                    self._context(trial, uid)
+                    if len(self.runtime.environments) < limit  # else skip the reads: full
+                    else None
+                )
+                env = (
+                    self.runtime.environments.create(known[0], limit=limit)
+                    if known is not None
+                    else None
+                )
+                if known is None or env is None:
                     waiting = TrialStatus(
                         phase=TrialPhase.QUEUED,
                         reason="WaitingForEnvironment",
                         message=(
-                            f"admitted; waiting for one of the operator's "
-                            f"{self.runtime.config.max_environments} environments"
+                            f"admitted; waiting for one of the operator's {limit} environments"
                         ),
                     )
                     self._write(body, old, status, waiting)
                     return
-                known = self._context(trial, uid)
-                env = self.runtime.environments.create(known[0])
                 live = self._live_for(trial, uid, env, known)
             else:
                 live = self._live_for(trial, uid, env)

@@ -3,12 +3,17 @@ and scenario names, and a finished run is never reopened by a later spec edit.""
 
 from __future__ import annotations
 
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
 from operator_lab import FAST, NS, Cluster, agent, benchmark_run
 
 from itbench.operator.agent_submissions import reconcile_agent
 from itbench.operator.benchmark_runs import RUN_LABEL, _Reconciler
 from itbench.operator.kubeapi import AGENT_SUBMISSIONS, BENCHMARK_RUNS, SCENARIOS, TRIALS
-from itbench.operator.runtime import OperatorRuntime
+from itbench.operator.runtime import EnvironmentRegistry, OperatorRuntime
 from itbench.operator.scenarios import reconcile_scenario
 
 ADMITTED = "itbench.io/admitted"
@@ -110,3 +115,48 @@ def test_a_reconcile_on_a_stale_body_neither_repeats_events_nor_moves_timestamps
     _Reconciler(runtime, first_seen).run()  # Kopf has not caught up with that write yet
     assert cluster.api.get(BENCHMARK_RUNS, NS, "stale")["status"] == written
     assert run_events() == ["Running"]
+
+
+def test_a_selector_waits_until_every_scenario_is_validated(cluster: Cluster) -> None:
+    cluster.apply_scenarios("cart-flagd-failure", "payment-failure")
+    runtime = OperatorRuntime(api=cluster.api, config=FAST)
+    reconcile_scenario(runtime, cluster.api.get(SCENARIOS, None, "cart-flagd-failure"))
+    cluster.apply(agent("a", {"builtin": {"name": "oracle"}}))
+    reconcile_agent(runtime, cluster.api.get(AGENT_SUBMISSIONS, NS, "a"))
+    run = benchmark_run("sel", "a", [])
+    run["spec"]["scenarios"] = {"selector": {"domains": ["SRE"]}}
+    cluster.apply(run)
+    _Reconciler(runtime, cluster.api.get(BENCHMARK_RUNS, NS, "sel")).run()
+    status = cluster.api.get(BENCHMARK_RUNS, NS, "sel")["status"]
+    assert status["phase"] == "Pending"
+    assert "payment-failure" in status["conditions"][0]["message"]
+    reconcile_scenario(runtime, cluster.api.get(SCENARIOS, None, "payment-failure"))
+    _Reconciler(runtime, cluster.api.get(BENCHMARK_RUNS, NS, "sel")).run()
+    status = cluster.api.get(BENCHMARK_RUNS, NS, "sel")["status"]
+    assert sorted(status["scenarios"]) == ["cart-flagd-failure", "payment-failure"]
+
+
+def test_the_environment_limit_holds_when_ticks_build_at_the_same_time() -> None:
+    built: list[str] = []
+    gate = threading.Barrier(8)
+
+    def factory(ctx: Any) -> Any:
+        time.sleep(0.05)  # building takes a while; the other ticks arrive meanwhile
+        built.append(ctx.uid)
+        return object()
+
+    registry = EnvironmentRegistry(factory)
+    results: dict[str, object] = {}
+
+    def tick(uid: str) -> None:
+        gate.wait()
+        results[uid] = registry.create(SimpleNamespace(uid=uid), limit=3)  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=tick, args=(f"uid-{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 3 and len(registry) == 3
+    assert sum(1 for env in results.values() if env is not None) == 3
+    assert registry.create(SimpleNamespace(uid=built[0]), limit=3) is not None  # type: ignore[arg-type]
