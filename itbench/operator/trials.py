@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,6 +98,14 @@ class TrialDriver:
         self.api = runtime.api
         self._live: dict[str, _Live] = {}
         self._done: set[str] = set()
+        # One lock per Trial: a tick and the deletion finalizer never run at the same time, so a
+        # tick in flight cannot inject into an environment the finalizer has just released.
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, uid: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(uid, threading.Lock())
 
     # ---- setting a trial up -------------------------------------------------------------------
     def _context(self, trial: Trial, uid: str) -> tuple[TrialContext, AgentSubmission]:
@@ -158,6 +167,13 @@ class TrialDriver:
         Args:
             body: The Trial object.
         """
+        uid = body["metadata"]["uid"]
+        if uid in self._done or body["metadata"].get("deletionTimestamp"):
+            return
+        with self._lock(uid):
+            self._advance(body)
+
+    def _advance(self, body: kopf.Body) -> None:
         meta = body["metadata"]
         uid, name, namespace = meta["uid"], meta["name"], meta["namespace"]
         old = dict(body.get("status") or {})
@@ -435,6 +451,21 @@ class TrialDriver:
         """
         meta = body["metadata"]
         uid = meta["uid"]
+        lock = self._lock(uid)
+        if not lock.acquire(timeout=self.runtime.config.retry_seconds):
+            raise kopf.TemporaryError(
+                f"{source(body)}: a tick is still running; releasing after it",
+                delay=self.runtime.config.retry_seconds,
+            )
+        try:
+            self._finalize(body, meta, uid)
+        finally:
+            lock.release()
+        with self._locks_guard:
+            self._locks.pop(uid, None)
+
+    def _finalize(self, body: kopf.Body, meta: Any, uid: str) -> None:
+        self._done.add(uid)  # no tick starts work on it from now on
         env = self.runtime.environments.get(uid)
         if env is not None:
             try:
