@@ -102,6 +102,9 @@ def check_action(action: AgentAction, trial_namespace: str) -> Refusal | None:
                 meta.get("namespace") or action.namespace,
             )
         )
+        if str(action.manifest.get("kind") or "").endswith("List") or "items" in action.manifest:
+            # A List would carry objects past the checks below, which see only the wrapper.
+            return Refusal("one-object", "apply takes one object; send its items one by one")
         api_version = str(action.manifest.get("apiVersion") or "")
         if api_version.startswith("itbench.io/"):
             return Refusal("platform", "objects of group itbench.io belong to the platform")

@@ -151,6 +151,20 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ),
     ({"verb": "patch", "kind": "ClusterRole", "name": "admin"}, "out-of-namespace", "cluster"),
     (
+        {
+            "verb": "apply",
+            "kind": "List",
+            "name": "x",
+            "manifest": {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [{"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule"}],
+            },
+        },
+        "one-object",
+        "one by one",
+    ),
+    (
         # Turning an allowed object into a protected kind would pass every rule about kinds.
         {
             "verb": "patch",
