@@ -95,6 +95,17 @@ MAX_DURATION_SECONDS = 365 * 86400.0
 """The longest duration a query parameter may give (longer ones overflow date arithmetic)."""
 
 
+def bad_parameter(field: str, detail: str, expected: str) -> ProblemError:
+    """The 400 problem for a query parameter, naming it."""
+    return ProblemError(
+        400,
+        "bad-parameter",
+        "Invalid parameter",
+        f"{field}: {detail}",
+        errors=[FieldError(field=field, message=expected)],
+    )
+
+
 def parse_time(value: str | None, default: datetime, field: str) -> datetime:
     """Parse a Prometheus-style time: RFC 3339 or Unix seconds; `default` when absent.
 
@@ -106,24 +117,20 @@ def parse_time(value: str | None, default: datetime, field: str) -> datetime:
     try:
         return datetime.fromtimestamp(float(value), UTC)
     except (OverflowError, OSError):  # inf, nan or beyond the calendar
-        raise ProblemError(
-            400,
-            "bad-parameter",
-            "Invalid parameter",
-            f"{field}: {value!r} is not a time this gateway can represent",
-            errors=[FieldError(field=field, message="expected a finite time in years 1-9999")],
+        raise bad_parameter(
+            field,
+            f"{value!r} is not a time this gateway can represent",
+            "expected a finite time in years 1-9999",
         ) from None
     except ValueError:
         pass
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise ProblemError(
-            400,
-            "bad-parameter",
-            "Invalid parameter",
-            f"{field}: {value!r} is neither RFC 3339 nor Unix seconds",
-            errors=[FieldError(field=field, message="expected RFC 3339 or Unix seconds")],
+        raise bad_parameter(
+            field,
+            f"{value!r} is neither RFC 3339 nor Unix seconds",
+            "expected RFC 3339 or Unix seconds",
         ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
@@ -145,13 +152,10 @@ def parse_duration(value: str, field: str) -> float:
             else None
         )
     if seconds is None or not 0 < seconds <= MAX_DURATION_SECONDS:
-        raise ProblemError(
-            400,
-            "bad-parameter",
-            "Invalid parameter",
-            f"{field}: {value!r} is not a positive duration of at most 365 days "
-            "(e.g. 15s, 1m, or seconds)",
-            errors=[FieldError(field=field, message="expected a positive duration")],
+        raise bad_parameter(
+            field,
+            f"{value!r} is not a positive duration of at most 365 days (e.g. 15s, 1m, or seconds)",
+            "expected a positive duration",
         )
     return seconds
 
@@ -509,20 +513,12 @@ def create_app(registry: SessionRegistry, *, inline: bool = False) -> FastAPI:
             t_start = parse_time(start, t_end - timedelta(minutes=30), "start")
             step_s = parse_duration(step or "15s", "step")
             if t_start > t_end:
-                raise ProblemError(
-                    400,
-                    "bad-parameter",
-                    "Invalid parameter",
-                    "start: must not be after end",
-                    errors=[FieldError(field="start", message="after end")],
-                )
+                raise bad_parameter("start", "must not be after end", "after end")
             if (t_end - t_start).total_seconds() / step_s > 11000:
-                raise ProblemError(
-                    400,
-                    "bad-parameter",
-                    "Invalid parameter",
-                    "step: more than 11000 points per series; raise step or narrow the range",
-                    errors=[FieldError(field="step", message="too many points")],
+                raise bad_parameter(
+                    "step",
+                    "more than 11000 points per series; raise step or narrow the range",
+                    "too many points",
                 )
             try:
                 data = session.env.query_metrics_range(query, t_start, t_end, step_s)
@@ -970,21 +966,11 @@ def _tags(text: str | None) -> dict[str, str]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ProblemError(
-            400,
-            "bad-parameter",
-            "Invalid parameter",
-            f"tags: not JSON ({exc.msg})",
-            errors=[FieldError(field="tags", message="expected a JSON object of strings")],
+        raise bad_parameter(
+            "tags", f"not JSON ({exc.msg})", "expected a JSON object of strings"
         ) from None
     if not isinstance(value, dict):
-        raise ProblemError(
-            400,
-            "bad-parameter",
-            "Invalid parameter",
-            "tags: expected a JSON object",
-            errors=[FieldError(field="tags", message="expected a JSON object of strings")],
-        )
+        raise bad_parameter("tags", "expected a JSON object", "expected a JSON object of strings")
     return {str(k): str(v) for k, v in value.items()}
 
 
