@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -119,23 +119,51 @@ class InProcessTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send one request through the app and return its buffered response."""
         url = request.url
+        status, headers, content = self.exchange(
+            request.method,
+            url.raw_path.split(b"?", 1)[0],
+            url.query,
+            [(k.lower(), v) for k, v in request.headers.raw],
+            request.read(),
+            host=(url.host, url.port or (443 if url.scheme == "https" else 80)),
+            scheme=url.scheme,
+        )
+        return httpx.Response(status, headers=headers, content=content)
+
+    def exchange(
+        self,
+        method: str,
+        raw_path: bytes,
+        query: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        *,
+        host: tuple[str, int] = ("itbench.gateway", 80),
+        scheme: str = "http",
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """One HTTP exchange with the app: (status, response headers, response body).
+
+        The SDK calls this directly for in-process clients, without building httpx objects.
+        """
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
             "http_version": "1.1",
-            "method": request.method,
-            "headers": [(k.lower(), v) for k, v in request.headers.raw],
-            "scheme": url.scheme,
-            "path": unquote(url.path),
-            "raw_path": url.raw_path.split(b"?", 1)[0],
-            "query_string": url.query,
+            "method": method,
+            "headers": headers,
+            "scheme": scheme,
+            "path": unquote(raw_path.decode("ascii")),
+            "raw_path": raw_path,
+            "query_string": query,
             "root_path": "",
-            "server": (url.host, url.port or (443 if url.scheme == "https" else 80)),
+            "server": host,
             "client": ("127.0.0.1", 0),
         }
-        return self._loop.run_until_complete(self._exchange(scope, request.read()))
+        return self._loop.run_until_complete(self._exchange(scope, body))
 
-    async def _exchange(self, scope: dict[str, Any], body: bytes) -> httpx.Response:
+    async def _exchange(
+        self, scope: dict[str, Any], body: bytes
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         sent = False
         status = 500
         headers: list[tuple[bytes, bytes]] = []
@@ -157,7 +185,7 @@ class InProcessTransport(httpx.BaseTransport):
                 chunks.append(bytes(message.get("body", b"")))
 
         await self._app(scope, receive, send)
-        return httpx.Response(status, headers=headers, content=b"".join(chunks))
+        return status, headers, b"".join(chunks)
 
     def close(self) -> None:
         """Release the event loop."""
@@ -363,15 +391,19 @@ class _Requests:
 
 
 def _decode(response: httpx.Response) -> Any:
-    if response.status_code >= 400:
+    return _decode_body(response.status_code, response.content)
+
+
+def _decode_body(status: int, content: bytes) -> Any:
+    if status >= 400:
         try:
-            problem = response.json()
+            problem = json.loads(content)
         except ValueError:
-            problem = {"detail": response.text[:2000]}
+            problem = {"detail": content.decode("utf-8", "replace")[:2000]}
         if not isinstance(problem, dict):
             problem = {"detail": str(problem)}
-        raise ITBenchAPIError(response.status_code, problem)
-    return response.json()
+        raise ITBenchAPIError(status, problem)
+    return json.loads(content)
 
 
 class ITBenchClient:
@@ -404,6 +436,12 @@ class ITBenchClient:
         """
         self._http = http or httpx.Client(base_url=base_url, transport=transport, timeout=timeout)
         self._http.headers["Authorization"] = f"Bearer {token}"
+        # An in-process gateway is called straight through its transport (same requests, same
+        # app), without httpx building URL, request and response objects for every call.
+        self._direct = (
+            transport if http is None and isinstance(transport, InProcessTransport) else None
+        )
+        self._auth = [(b"authorization", f"Bearer {token}".encode())]
         self._r = _Requests()
         self._poll_interval = poll_interval
         self._sleep = sleep
@@ -442,6 +480,20 @@ class ITBenchClient:
         self.close()
 
     def _call(self, req: _Req[T]) -> T:
+        if self._direct is not None:
+            headers = list(self._auth)
+            body = b""
+            if req.json is not None:
+                body = json.dumps(
+                    req.json, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+                ).encode()
+                headers.append((b"content-type", b"application/json"))
+                headers.append((b"content-length", str(len(body)).encode()))
+            query = str(httpx.QueryParams(req.params)).encode() if req.params else b""
+            status, _, content = self._direct.exchange(
+                req.method, quote(req.path).encode(), query, headers, body
+            )
+            return req.parse(_decode_body(status, content))
         response = self._http.request(req.method, req.path, params=req.params, json=req.json)
         return req.parse(_decode(response))
 

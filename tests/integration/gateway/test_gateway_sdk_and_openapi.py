@@ -12,7 +12,13 @@ import httpx
 import uvicorn
 from gateway_fakes import Gateway
 
-from itbench.client import AgentAction, AsyncITBenchClient, ITBenchAPIError, ITBenchClient
+from itbench.client import (
+    AgentAction,
+    AsyncITBenchClient,
+    InProcessTransport,
+    ITBenchAPIError,
+    ITBenchClient,
+)
 from itbench.gateway.openapi import openapi_document, render
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -130,3 +136,34 @@ def test_the_sync_client_works_against_a_real_socket(gw: Gateway) -> None:
         "observe.alerts",
         "observe.kubectl.get",
     ]
+
+
+def test_the_in_process_shortcut_and_plain_httpx_give_the_same_answers(gw: Gateway) -> None:
+    """In-process clients skip httpx's request objects; the exchange must not change."""
+    answers = []
+    for trial_id, direct in (("t1", True), ("t2", False)):
+        session = gw.open(trial_id)
+        if direct:
+            client = ITBenchClient.in_process(gw.app, session.token)
+        else:
+            http = httpx.Client(base_url="http://gw", transport=InProcessTransport(gw.app))
+            client = ITBenchClient("http://gw", session.token, http=http)
+        assert (client._direct is not None) == direct
+        client.use_trial(trial_id)
+        got: list[object] = [client.task().alerts[0].alertname]
+        got.append(client.query("up", at=session.env.now())["resultType"])
+        got.append(len(client.get("pods").items))
+        client.started()
+        got.append(client.act(AgentAction(verb="rollout-undo", kind="Deployment", name="cart")).ok)
+        try:
+            client.act(AgentAction(verb="delete", kind="Node", name="n1"))
+        except ITBenchAPIError as exc:
+            got.append((exc.status, exc.slug))
+        try:
+            client.query("sum(")
+        except ITBenchAPIError as exc:
+            got.append((exc.status, exc.slug, [e["field"] for e in exc.errors]))
+        answers.append(got)
+        client.close()
+    assert answers[0] == answers[1]
+    assert answers[0][4] == (403, "forbidden-destructive")
