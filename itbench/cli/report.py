@@ -30,10 +30,10 @@ def report_group() -> None:
 @click.option(
     "--profile",
     "profile_id",
-    default="default@1",
-    show_default=True,
+    default=None,
     envvar="ITBENCH_REPORT__PROFILE",
-    help="Evaluation profile id, name@version.",
+    help="Evaluation profile id, name@version (a bare name: its newest version) [default: the "
+    "profile the trials were scored with, else the newest default].",
 )
 @click.option(
     "--output",
@@ -58,7 +58,7 @@ def report_group() -> None:
 )
 def recompute(
     trials_path: Path,
-    profile_id: str,
+    profile_id: str | None,
     output: str,
     agent: str | None,
     created_at: datetime | None,
@@ -66,14 +66,16 @@ def recompute(
 ) -> None:
     """Recompute a report from stored trial records under an evaluation profile."""
     try:
-        profile = get_profile(profile_id)
-    except UnknownProfileError as exc:
-        raise BadInput(str(exc)) from None
-    try:
         records = load_trial_records(trials_path)
     except TrialRecordError as exc:
         raise BadInput(str(exc)) from None
     scored_with = sorted({r.scores.profile for r in records if r.scores is not None})
+    if profile_id is None:
+        profile_id = scored_with[0] if len(scored_with) == 1 else "default"
+    try:
+        profile = get_profile(profile_id)
+    except UnknownProfileError as exc:
+        raise BadInput(str(exc)) from None
     foreign = [p for p in scored_with if p != profile.id]
     if foreign:
         raise BadInput(

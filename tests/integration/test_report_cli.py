@@ -132,7 +132,7 @@ def test_unknown_profile_is_a_usage_error(trials_file: Path) -> None:
         report_group, ["recompute", "--trials", str(trials_file), "--profile", "nope@9"]
     )
     assert result.exit_code == 2
-    assert "unknown evaluation profile 'nope@9'; known: default@1" in result.output
+    assert "unknown evaluation profile 'nope@9'; known: default@1, default@2" in result.output
 
 
 def test_missing_trials_file_is_a_usage_error(tmp_path: Path) -> None:
@@ -169,9 +169,14 @@ def test_records_scored_under_another_profile_are_refused(tmp_path: Path) -> Non
     )
     path = tmp_path / "trials.jsonl"
     save_trial_records([other], path)
-    result = CliRunner().invoke(report_group, ["recompute", "--trials", str(path)])
+    result = CliRunner().invoke(
+        report_group, ["recompute", "--trials", str(path), "--profile", "default"]
+    )
     assert result.exit_code == 2
-    assert "trials were scored with strict@2, not default@1" in result.output
+    assert "trials were scored with strict@2, not default@2" in result.output
+    by_default = CliRunner().invoke(report_group, ["recompute", "--trials", str(path)])
+    assert by_default.exit_code == 2, "an unknown profile of the records is named, not guessed"
+    assert "unknown evaluation profile 'strict@2'" in by_default.output
 
 
 def test_agent_option_selects_one_agent_of_several(tmp_path: Path) -> None:

@@ -58,8 +58,36 @@ def _workload_ref(w: WorkloadHealth) -> str:
     return f"{w.kind}/{w.name}"
 
 
-def _alert_reasons(evidence: MitigationEvidence, window_end: datetime) -> list[str]:
+def _moved_alert_reasons(evidence: MitigationEvidence) -> list[str]:
+    # The same alert on an object that did not have it at baseline: the symptom is still there,
+    # under another name (say, the workload's container was renamed).
+    names = {e.alertname for e in evidence.expected_alerts}
+    at_baseline = {
+        (a.alertname, tuple(sorted(a.labels.items()))) for a in evidence.baseline.firing_alerts
+    }
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], list[datetime]] = {}
+    for sample in evidence.samples:
+        for alert in sample.firing_alerts:
+            key = (alert.alertname, tuple(sorted(alert.labels.items())))
+            expected = any(
+                alert.matches(e.alertname, e.labels) for e in evidence.expected_alerts
+            )  # those have their own checks below
+            moved = alert.alertname in names and not expected and key not in at_baseline
+            if alert.state == AlertState.FIRING and moved:
+                seen.setdefault(key, []).append(sample.time)
+    return [
+        f"AlertsStillFiring: {name}{{{','.join(f'{k}={v}' for k, v in labels)}}} firing in "
+        f"{len(times)} of {len(evidence.samples)} samples (first at {times[0].isoformat()})"
+        for (name, labels), times in sorted(seen.items())
+    ]
+
+
+def _alert_reasons(
+    evidence: MitigationEvidence, window_end: datetime, profile: EvaluationProfile
+) -> list[str]:
     reasons: list[str] = []
+    if profile.expected_alerts_on_any_object:
+        reasons += _moved_alert_reasons(evidence)
     for expected in evidence.expected_alerts:
         firing_at = [
             s.time
@@ -192,7 +220,7 @@ def score_mitigation(evidence: MitigationEvidence, profile: EvaluationProfile) -
     window_end = max(s.time for s in evidence.samples)
     reasons = [
         *_tamper_reasons(evidence),
-        *_alert_reasons(evidence, window_end),
+        *_alert_reasons(evidence, window_end, profile),
         *_health_reasons(evidence, profile),
     ]
     if reasons:

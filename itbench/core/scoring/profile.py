@@ -55,6 +55,11 @@ class EvaluationProfile(BaseModel):
     error_ratio_tolerance: float = Field(
         ge=0, le=1, description="Mitigation: error ratio may exceed the baseline by this much."
     )
+    expected_alerts_on_any_object: bool = Field(
+        default=False,
+        description="Mitigation: an expected alert's name firing on any object it did not fire "
+        "on at baseline counts as still firing (so renaming the workload cannot hide it).",
+    )
 
     @model_validator(mode="after")
     def _positive_costs(self) -> EvaluationProfile:
@@ -69,7 +74,7 @@ class EvaluationProfile(BaseModel):
         return f"{self.name}@{self.version}"
 
 
-DEFAULT_PROFILE = EvaluationProfile(
+DEFAULT_V1 = EvaluationProfile(
     name="default",
     version=1,
     edge_costs={
@@ -91,9 +96,15 @@ DEFAULT_PROFILE = EvaluationProfile(
     min_traffic_ratio=0.5,
     error_ratio_tolerance=0.05,
 )
-"""The default profile, `default@1` (see docs/metrics.md for the reasoning behind each value)."""
+"""The first default profile, `default@1`: expected alerts are matched on their own labels only."""
 
-PROFILES: dict[str, EvaluationProfile] = {DEFAULT_PROFILE.id: DEFAULT_PROFILE}
+DEFAULT_PROFILE = DEFAULT_V1.model_copy(
+    update={"version": 2, "expected_alerts_on_any_object": True}
+)
+"""The default profile, `default@2` (see docs/metrics.md for the reasoning behind each value):
+`default@1`, and an expected alert must not move to another object either."""
+
+PROFILES: dict[str, EvaluationProfile] = {p.id: p for p in (DEFAULT_V1, DEFAULT_PROFILE)}
 """Every known profile by id."""
 
 
@@ -101,7 +112,7 @@ def get_profile(profile_id: str) -> EvaluationProfile:
     """Return the profile with that id.
 
     Args:
-        profile_id: `name@version`, e.g. `default@1`; a bare name means its newest version.
+        profile_id: `name@version`, e.g. `default@2`; a bare name means its newest version.
 
     Raises:
         UnknownProfileError: No profile has that id; the message lists the known ones.

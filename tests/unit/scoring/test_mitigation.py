@@ -13,7 +13,7 @@ from itbench.core.models.observations import (
 )
 from itbench.core.models.scenario import ExpectedAlert
 from itbench.core.scoring.mitigation import MitigationEvidence, score_mitigation
-from itbench.core.scoring.profile import DEFAULT_PROFILE
+from itbench.core.scoring.profile import DEFAULT_PROFILE, get_profile
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 READY = T0 + timedelta(seconds=60)
@@ -194,3 +194,25 @@ def test_every_failed_check_is_reported() -> None:
     scores = score_mitigation(evidence(window(wl=scaled, fingerprint="x")), DEFAULT_PROFILE)
     checks = [part.split(":", 1)[0] for part in scores.reason.split("; ")]
     assert checks == ["AlertingTampered", "WorkloadScaledDown"]
+
+
+def test_an_expected_alert_moved_to_a_renamed_object_is_still_firing() -> None:
+    """Renaming the workload's container relabels its alert; the symptom has not gone."""
+    moved = Alert(
+        alertname="RequestErrorRate",
+        labels={"service_name": "cart-x", "severity": "critical"},
+        state=AlertState.FIRING,
+        active_at=FINISHED,
+    )
+    samples = [s.model_copy(update={"firing_alerts": [moved]}) for s in window()]
+    scores = score_mitigation(evidence(samples), DEFAULT_PROFILE)
+    assert not scores.passed
+    assert "AlertsStillFiring: RequestErrorRate{service_name=cart-x,severity=critical}" in (
+        scores.reason
+    )
+    # Profile default@1 matched expected alerts on their own labels only; its verdict stands.
+    assert score_mitigation(evidence(samples), get_profile("default@1")).passed
+    # An alert of another name on another object is the health checks' business, not this one.
+    other = moved.model_copy(update={"alertname": "PodNotReady"})
+    calm = [s.model_copy(update={"firing_alerts": [other]}) for s in window()]
+    assert score_mitigation(evidence(calm), DEFAULT_PROFILE).passed

@@ -15,13 +15,22 @@ from itbench.core.topology import EdgeType
 
 
 def test_default_profile_id_is_name_at_version() -> None:
-    assert DEFAULT_PROFILE.id == "default@1"
-    assert get_profile("default@1") is DEFAULT_PROFILE
-    assert get_profile("default") is DEFAULT_PROFILE
+    assert DEFAULT_PROFILE.id == "default@2"
+    assert get_profile("default@2") is DEFAULT_PROFILE
+    assert get_profile("default") is DEFAULT_PROFILE, "a bare name means the newest version"
+
+
+def test_older_profiles_stay_available_so_old_reports_can_be_recomputed() -> None:
+    first = get_profile("default@1")
+    assert first.expected_alerts_on_any_object is False
+    assert DEFAULT_PROFILE.expected_alerts_on_any_object is True
+    assert first.model_dump(exclude={"version", "expected_alerts_on_any_object"}) == (
+        DEFAULT_PROFILE.model_dump(exclude={"version", "expected_alerts_on_any_object"})
+    )
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownProfileError, match=r"known: default@1"):
+    with pytest.raises(UnknownProfileError, match=r"known: default@1, default@2"):
         get_profile("strict@3")
 
 
