@@ -280,21 +280,27 @@ PHASE_NEEDS: dict[TrialPhase, frozenset[ObservationNeeds]] = {
 # ---- actions ---------------------------------------------------------------------------------
 
 
-class ProvisionEnvironment(ApiModel):
-    """Bring the environment to its healthy baseline (idempotent)."""
+class _Action(ApiModel):
+    """What every action carries: the key that makes carrying it out twice change nothing."""
 
-    type: Literal["ProvisionEnvironment"] = Field(default="ProvisionEnvironment", description="")
     key: str = Field(description="Idempotency key.")
 
 
-class TakeBaseline(ApiModel):
+class ProvisionEnvironment(_Action):
+    """Bring the environment to its healthy baseline (idempotent)."""
+
+    type: Literal["ProvisionEnvironment"] = Field(
+        default="ProvisionEnvironment", description="Action type."
+    )
+
+
+class TakeBaseline(_Action):
     """Store the environment's snapshot as the trial's baseline (first write wins)."""
 
     type: Literal["TakeBaseline"] = Field(default="TakeBaseline", description="Action type.")
-    key: str = Field(description="Idempotency key.")
 
 
-class InjectFault(ApiModel):
+class InjectFault(_Action):
     """Apply one fault's changes under a key (the environment applies a key once)."""
 
     type: Literal["InjectFault"] = Field(default="InjectFault", description="Action type.")
@@ -303,69 +309,65 @@ class InjectFault(ApiModel):
     changes: list[ObjectChange] = Field(description="The object changes to apply.")
 
 
-class OpenSession(ApiModel):
+class OpenSession(_Action):
     """Open the trial's gateway session (no-op when it is open)."""
 
     type: Literal["OpenSession"] = Field(default="OpenSession", description="Action type.")
-    key: str = Field(description="Idempotency key.")
     trial_id: str = Field(description="Session id (the trial name).")
     agent_name: str = Field(description="The agent the trial is published to.")
     telemetry: TelemetryToggles = Field(description="Signals the agent may read.")
     allow_oracle: bool = Field(description="Whether the oracle endpoint answers.")
 
 
-class MarkReady(ApiModel):
+class MarkReady(_Action):
     """Let the agent in, with its deadline (environment time)."""
 
     type: Literal["MarkReady"] = Field(default="MarkReady", description="Action type.")
-    key: str = Field(description="Idempotency key.")
     trial_id: str = Field(description="Session id.")
     deadline: datetime = Field(description="When the agent's time is up.")
 
 
-class RecordTopology(ApiModel):
+class RecordTopology(_Action):
     """Store the application's objects and call graph as the agent finds them (first write
     wins): diagnoses are scored against the system as it was when the agent was let in."""
 
     type: Literal["RecordTopology"] = Field(default="RecordTopology", description="Action type.")
-    key: str = Field(description="Idempotency key.")
     kinds: list[str] = Field(description="Object kinds to record.")
 
 
-class CloseSession(ApiModel):
+class CloseSession(_Action):
     """Store the agent's output and audit trail, then revoke the session's token."""
 
     type: Literal["CloseSession"] = Field(default="CloseSession", description="Action type.")
-    key: str = Field(description="Idempotency key.")
     trial_id: str = Field(description="Session id.")
 
 
-class CollectSample(ApiModel):
+class CollectSample(_Action):
     """Store a snapshot of the environment under a sample key (first write wins)."""
 
     type: Literal["CollectSample"] = Field(default="CollectSample", description="Action type.")
     key: str = Field(description="Sample key: `<uid>/sample/<i>`.")
 
 
-class RemoveFault(ApiModel):
+class RemoveFault(_Action):
     """Undo the changes injected under a key (no-op when nothing is there)."""
 
     type: Literal["RemoveFault"] = Field(default="RemoveFault", description="Action type.")
     key: str = Field(description="The injection key to remove.")
 
 
-class ResetEnvironment(ApiModel):
+class ResetEnvironment(_Action):
     """Bring the environment back to its baseline, undoing the agent's changes too."""
 
-    type: Literal["ResetEnvironment"] = Field(default="ResetEnvironment", description="")
-    key: str = Field(description="Idempotency key.")
+    type: Literal["ResetEnvironment"] = Field(
+        default="ResetEnvironment", description="Action type."
+    )
 
 
-class MarkForRebuild(ApiModel):
+class MarkForRebuild(_Action):
     """The environment could not be restored: take it out of service until rebuilt."""
 
-    type: Literal["MarkForRebuild"] = Field(default="MarkForRebuild", description="")
-    key: str = Field(description="Idempotency key.")
+    type: Literal["MarkForRebuild"] = Field(default="MarkForRebuild", description="Action type.")
     reason: str = Field(description="What was still different from the baseline.")
 
 

@@ -181,7 +181,7 @@ class TrialExecutor:
         session = self.session()
         if session is not None:
             return AgentProgress(
-                state=AgentProgressState(session.state.value),
+                state=session.state,
                 started_at=session.started_at,
                 finished_at=session.finished_at,
                 diagnosis=session.diagnosis,

@@ -68,13 +68,16 @@ def check_read(kind: str, namespace: str | None, trial_namespace: str) -> Refusa
     if canonical in CLUSTER_SCOPED_KINDS and canonical != "Namespace":
         return None
     ns = namespace or trial_namespace
+    return _check_namespace(
+        ns, trial_namespace, f"namespace {ns!r}", f"only {trial_namespace!r} is in scope"
+    )
+
+
+def _check_namespace(ns: str, trial_namespace: str, subject: str, scope: str) -> Refusal | None:
     if ns in PLATFORM_NAMESPACES:
         return Refusal("platform", f"namespace {ns!r} belongs to the benchmark platform")
     if ns != trial_namespace:
-        return Refusal(
-            "out-of-namespace",
-            f"namespace {ns!r} is outside this trial; only {trial_namespace!r} is in scope",
-        )
+        return Refusal("out-of-namespace", f"{subject} is outside this trial; {scope}")
     return None
 
 
@@ -150,13 +153,11 @@ def _check_target(
             f"{ref} is cluster-scoped; actions are limited to namespace {trial_namespace!r}",
         )
     ns = namespace or trial_namespace
-    if ns in PLATFORM_NAMESPACES:
-        return Refusal("platform", f"namespace {ns!r} belongs to the benchmark platform")
-    if ns != trial_namespace:
-        return Refusal(
-            "out-of-namespace",
-            f"{ns}/{ref} is outside this trial; only namespace {trial_namespace!r} is in scope",
-        )
+    refusal = _check_namespace(
+        ns, trial_namespace, f"{ns}/{ref}", f"only namespace {trial_namespace!r} is in scope"
+    )
+    if refusal is not None:
+        return refusal
     if kind in ALERTING_KINDS:
         return Refusal(
             "observability",

@@ -9,23 +9,16 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.base import TelemetryToggles
 from itbench.core.models.scenario import Scenario
+from itbench.core.runner import AgentProgressState
 from itbench.environments.port import Environment
 
-
-class AgentState(StrEnum):
-    """Where the agent is in the run protocol of one trial."""
-
-    WAITING = "Waiting"
-    READY = "Ready"
-    STARTED = "Started"
-    FINISHED = "Finished"
-    CLOSED = "Closed"
+AgentState = AgentProgressState
+"""Where the agent is in the run protocol of one trial (the state machine's own names)."""
 
 
 @dataclass(frozen=True)

@@ -4,23 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from itbench.core.runner import TOPOLOGY_KINDS
 from itbench.core.topology import build_topology, split_ref
 from itbench.environments.port import Environment
 from itbench.gateway.schemas import TopologyView
-
-TOPOLOGY_KINDS = (
-    "Node",
-    "Deployment",
-    "StatefulSet",
-    "ReplicaSet",
-    "Pod",
-    "Service",
-    "ConfigMap",
-    "Secret",
-    "HorizontalPodAutoscaler",
-    "NetworkPolicy",
-)
-"""The kinds read from the environment to build the topology."""
 
 
 def collect_objects(env: Environment) -> list[dict[str, Any]]:
