@@ -15,9 +15,9 @@ from typing import Any
 
 from itbench.core.shop import PRICE_PER_CORE_HOUR, PRICE_PER_GIB_HOUR
 
-RULE_NAME = "itbench-alerts"
+RULE_NAME = "astronomy-shop-alerts"
 """metadata.name of the PrometheusRule."""
-GROUP_NAME = "itbench.rules"
+GROUP_NAME = "astronomy-shop.rules"
 EVALUATION_INTERVAL_SECONDS = 30
 """Rule evaluation interval (kube-prometheus-stack's default evaluationInterval)."""
 
@@ -240,7 +240,7 @@ def prometheus_rule(namespace: str) -> dict[str, Any]:
         "metadata": {
             "name": RULE_NAME,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/part-of": "itbench", "release": "prometheus"},
+            "labels": {"app.kubernetes.io/part-of": "opentelemetry-demo", "release": "prometheus"},
         },
         "spec": {
             "groups": [

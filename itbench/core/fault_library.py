@@ -151,7 +151,7 @@ class NodeArgs(WorkloadArgs):
 class ValkeyPasswordArgs(FaultArgs):
     """The password valkey-cart starts to require."""
 
-    password: str = Field(default="itbench-rotated", min_length=1, description="New password.")
+    password: str = Field(default="valkey-rotated-2026", min_length=1, description="New password.")
 
 
 class HpaArgs(WorkloadArgs):
@@ -269,11 +269,7 @@ def _create(
         body={
             "apiVersion": api_version,
             "kind": kind,
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {"app.kubernetes.io/managed-by": "itbench"},
-            },
+            "metadata": {"name": name, "namespace": namespace},
             "spec": spec,
         },
     )
@@ -411,7 +407,7 @@ def _block_ingress(args: NetworkPolicyArgs, namespace: str) -> list[ObjectChange
         "policyTypes": ["Ingress"],
         "ingress": [{"ports": allowed}],
     }
-    name = f"itbench-block-{args.workload}"
+    name = f"{args.workload}-ingress"
     return [_create("NetworkPolicy", "networking.k8s.io/v1", name, namespace, spec)]
 
 
@@ -629,7 +625,7 @@ def _network_delay(args: NetworkDelayArgs, namespace: str) -> list[ObjectChange]
         "delay": {"latency": f"{args.latency_ms}ms", "jitter": "0ms", "correlation": "100"},
         "direction": "to",
     }
-    return _chaos("NetworkChaos", f"itbench-delay-{args.workload}", namespace, spec)
+    return _chaos("NetworkChaos", f"{args.workload}-network-delay", namespace, spec)
 
 
 def _network_partition(args: PartitionArgs, namespace: str) -> list[ObjectChange]:
@@ -640,13 +636,13 @@ def _network_partition(args: PartitionArgs, namespace: str) -> list[ObjectChange
         "direction": "both",
         "target": {"mode": "all", "selector": _selector(args.target, namespace)},
     }
-    name = f"itbench-partition-{args.workload}-{args.target}"
+    name = f"{args.workload}-{args.target}-partition"
     return _chaos("NetworkChaos", name, namespace, spec)
 
 
 def _pod_failure(args: WorkloadArgs, namespace: str) -> list[ObjectChange]:
     spec = {"action": "pod-failure", "mode": "all", "selector": _selector(args.workload, namespace)}
-    return _chaos("PodChaos", f"itbench-pod-failure-{args.workload}", namespace, spec)
+    return _chaos("PodChaos", f"{args.workload}-pod-failure", namespace, spec)
 
 
 def _cpu_stress(args: CpuStressArgs, namespace: str) -> list[ObjectChange]:
@@ -655,7 +651,7 @@ def _cpu_stress(args: CpuStressArgs, namespace: str) -> list[ObjectChange]:
         "selector": _selector(args.workload, namespace),
         "stressors": {"cpu": {"workers": args.workers, "load": args.load}},
     }
-    return _chaos("StressChaos", f"itbench-cpu-stress-{args.workload}", namespace, spec)
+    return _chaos("StressChaos", f"{args.workload}-cpu-stress", namespace, spec)
 
 
 def _memory_stress(args: MemoryStressArgs, namespace: str) -> list[ObjectChange]:
@@ -664,7 +660,7 @@ def _memory_stress(args: MemoryStressArgs, namespace: str) -> list[ObjectChange]
         "selector": _selector(args.workload, namespace),
         "stressors": {"memory": {"workers": 1, "size": args.size}},
     }
-    return _chaos("StressChaos", f"itbench-memory-stress-{args.workload}", namespace, spec)
+    return _chaos("StressChaos", f"{args.workload}-memory-stress", namespace, spec)
 
 
 def _http(
@@ -678,7 +674,7 @@ def _http(
         "path": args.path,
         **extra,
     }
-    return _chaos("HTTPChaos", f"itbench-http-{kind}-{args.workload}", namespace, spec)
+    return _chaos("HTTPChaos", f"{args.workload}-http-{kind}", namespace, spec)
 
 
 def _http_abort(args: HttpChaosArgs, namespace: str) -> list[ObjectChange]:
@@ -699,7 +695,7 @@ def _jvm_return(args: JvmReturnArgs, namespace: str) -> list[ObjectChange]:
         "value": args.value,
         "port": 9277,
     }
-    return _chaos("JVMChaos", f"itbench-jvm-return-{args.workload}", namespace, spec)
+    return _chaos("JVMChaos", f"{args.workload}-jvm-return", namespace, spec)
 
 
 _CHAOS_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn]] = [

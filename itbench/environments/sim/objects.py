@@ -35,7 +35,7 @@ def clone(value: T) -> T:
 
 
 COMPONENT_LABEL = "opentelemetry.io/name"
-NODE_NAME = "itbench-worker"
+NODE_NAME = "kind-worker"
 NODE_CPU_CORES = 8
 NODE_MEMORY_GIB = 32
 
@@ -447,7 +447,7 @@ def baseline_objects(namespace: str) -> list[Obj]:
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta(COST_CONFIGMAP, namespace, {"app.kubernetes.io/part-of": "itbench"}),
+            "metadata": _meta(COST_CONFIGMAP, namespace, {"app.kubernetes.io/part-of": "opentelemetry-demo"}),
             "data": {COST_BUDGET_KEY: f"{DEFAULT_COST_BUDGET_PER_HOUR:g}", "currency": "USD"},
         }
     )

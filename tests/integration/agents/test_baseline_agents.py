@@ -117,7 +117,7 @@ def test_heuristic_sre_names_a_chain_back_to_the_entry_service(
     attempt = heuristic_sre["product-catalog-ingress-blocked"]
     report = attempt.session.diagnosis
     assert report is not None
-    assert "NetworkPolicy/itbench-block-product-catalog" in predicted_root_causes(report)
+    assert "NetworkPolicy/product-catalog-ingress" in predicted_root_causes(report)
     targets = [edge.target for edge in report.propagation_chain]
     assert "Deployment/frontend" in targets
     assert attempt.expected_alerts_firing() == []

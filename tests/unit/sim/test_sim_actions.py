@@ -234,7 +234,7 @@ def test_common_kinds_list_empty_and_unknown_kinds_are_errors(env: SimEnvironmen
 
 
 def test_deleting_the_node_leaves_every_pod_pending(env: SimEnvironment) -> None:
-    assert do(env, ActionVerb.DELETE, "node", "itbench-worker").ok
+    assert do(env, ActionVerb.DELETE, "node", "kind-worker").ok
     env.advance(60)
     assert {p["status"]["phase"] for p in env.get_objects("Pod")} == {"Pending"}
     assert any(a.alertname == "PodNotReady" for a in env.alerts())

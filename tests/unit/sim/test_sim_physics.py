@@ -88,7 +88,7 @@ def test_network_policy_blocking_the_port_fails_callers(env: SimEnvironment) -> 
     snap = env.snapshot()
     assert snap.workload("product-catalog").ready_replicas == 1  # type: ignore[union-attr]
     assert snap.workload("frontend").error_ratio > 0.3  # type: ignore[union-attr]
-    act(env, ActionVerb.DELETE, "networkpolicy", "itbench-block-product-catalog")
+    act(env, ActionVerb.DELETE, "networkpolicy", "product-catalog-ingress")
     assert wait_until_clear(env, 600) is not None
     assert env.snapshot().workload("frontend").error_ratio == 0  # type: ignore[union-attr]
 
@@ -198,7 +198,7 @@ def test_network_delay_raises_latency_until_the_chaos_object_is_deleted(
 ) -> None:
     inject(env, "chaos.network-delay", workload="product-catalog", latencyMs=2000)
     assert wait_for_alert(env, "RequestLatencyHigh", {"service_name": "frontend"}, 300) is not None
-    act(env, ActionVerb.DELETE, "networkchaos", "itbench-delay-product-catalog")
+    act(env, ActionVerb.DELETE, "networkchaos", "product-catalog-network-delay")
     assert wait_until_clear(env, 600) is not None
 
 
@@ -206,14 +206,14 @@ def test_network_partition_cuts_only_the_targeted_pair(env: SimEnvironment) -> N
     inject(env, "chaos.network-partition", workload="checkout", target="payment")
     assert wait_for_alert(env, "NoRequests", {"service_name": "payment"}, 300) is not None
     assert not firing(env, "RequestErrorRate", {"service_name": "cart"})
-    act(env, ActionVerb.DELETE, "networkchaos", "itbench-partition-checkout-payment")
+    act(env, ActionVerb.DELETE, "networkchaos", "checkout-payment-partition")
     assert wait_until_clear(env, 600) is not None
 
 
 def test_pod_failure_chaos_makes_pods_unready(env: SimEnvironment) -> None:
     inject(env, "chaos.pod-failure", workload="currency")
     assert wait_for_alert(env, "PodNotReady", {"deployment": "currency"}, 300) is not None
-    act(env, ActionVerb.DELETE, "podchaos", "itbench-pod-failure-currency")
+    act(env, ActionVerb.DELETE, "podchaos", "currency-pod-failure")
     assert wait_until_clear(env, 600) is not None
 
 
