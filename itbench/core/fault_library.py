@@ -757,5 +757,6 @@ for _cid, _cdesc, _cmodel, _cfn in _CHAOS_FAULTS:
             args_model=_cmodel,
             effect=_cfn,
             playbook=_CREATE_PLAYBOOK,
+            agent_reachable=False,
         )
     )

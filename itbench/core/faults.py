@@ -62,6 +62,9 @@ class FaultDefinition:
         args_model: The pydantic model its arguments must satisfy.
         effect: Pure function (validated args, namespace) -> object changes.
         playbook: The Ansible playbook that injects it on a live cluster.
+        agent_reachable: The agent can undo the cause through the objects it may see and change.
+            False for injector-side faults (Chaos Mesh experiments live where agents cannot
+            read or write): scenarios with such a fault are scored on diagnosis only.
     """
 
     id: str
@@ -70,6 +73,7 @@ class FaultDefinition:
     args_model: type[FaultArgs]
     effect: EffectFn
     playbook: str
+    agent_reachable: bool = True
 
     def changes(self, args: Mapping[str, Any], namespace: str) -> list[ObjectChange]:
         """Validate arguments and return the object changes that inject the fault."""

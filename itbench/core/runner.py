@@ -56,6 +56,7 @@ class Reason(StrEnum):
     AGENT_FINISHED = "AgentFinished"
     AGENT_TIMEOUT = "AgentTimeout"
     AGENT_CRASHED = "AgentCrashed"
+    AGENT_INDUCED_FAILURE = "AgentInducedFailure"
     TASKS_PASSED = "TasksPassed"
     TASKS_FAILED = "TasksFailed"
     FAULT_DID_NOT_MANIFEST = "FaultDidNotManifest"
@@ -83,6 +84,8 @@ OUTCOMES: dict[Reason, tuple[TrialPhase, Owner | None]] = {
     Reason.TASKS_FAILED: (TrialPhase.FAILED, Owner.AGENT),
     Reason.AGENT_TIMEOUT: (TrialPhase.FAILED, Owner.AGENT),
     Reason.AGENT_CRASHED: (TrialPhase.FAILED, Owner.AGENT),
+    # What the agent sent broke the environment: its failure, never out of the denominator.
+    Reason.AGENT_INDUCED_FAILURE: (TrialPhase.FAILED, Owner.AGENT),
     Reason.FAULT_DID_NOT_MANIFEST: (TrialPhase.ERRORED, Owner.FAULT_INJECTION),
     Reason.INJECTION_FAILED: (TrialPhase.ERRORED, Owner.FAULT_INJECTION),
     Reason.CONTROL_NOT_QUIET: (TrialPhase.ERRORED, Owner.ENVIRONMENT),

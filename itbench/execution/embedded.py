@@ -19,6 +19,7 @@ from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialPhase, TrialStatus
 from itbench.core.scoring.aggregate import build_report
 from itbench.core.scoring.profile import DEFAULT_PROFILE
+from itbench.core.tasks import tasks_for
 from itbench.execution.artefacts import RunStore, write_atomic
 from itbench.execution.benchmark import Progress, run_trials
 from itbench.execution.plan import TrialPlan, plan_trials
@@ -100,6 +101,7 @@ def trial_record(plan: TrialPlan, status: TrialStatus) -> TrialRecord:
         reason=status.reason,
         scores=status.scores,
         agent=plan.agent.value,
+        tasks=tasks_for(scenario),
     )
 
 

@@ -24,6 +24,7 @@ from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialPhase, TrialSpec, TrialStatus
 from itbench.core.scoring.aggregate import build_report, headline
 from itbench.core.scoring.profile import DEFAULT_PROFILE
+from itbench.core.tasks import tasks_for
 from itbench.execution.plan import trial_seed
 from itbench.operator.bodies import (
     ADMITTED,
@@ -132,6 +133,7 @@ def _record(trial: Mapping[str, Any], scenario: Scenario | None, agent: str) -> 
         reason=status.reason,
         scores=status.scores,
         agent=agent,
+        tasks=tasks_for(scenario) if scenario is not None else [],
     )
 
 

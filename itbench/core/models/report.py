@@ -33,6 +33,12 @@ class TrialRecord(ApiModel):
     reason: str = Field(default="", description="CamelCase reason of the final phase.")
     scores: TrialScores | None = Field(default=None, description="Scores, if evaluated.")
     agent: str = Field(description="AgentSubmission name.", min_length=1)
+    tasks: list[str] = Field(
+        default_factory=list,
+        description="Keys of the tasks this trial is scored on (e.g. sre.diagnosis, "
+        "sre.mitigation, sre.false-alarm); empty in records that predate it, meaning every task "
+        "of the domain.",
+    )
 
     @field_validator("phase")
     @classmethod

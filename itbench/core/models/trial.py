@@ -76,6 +76,12 @@ class DiagnosisScores(ApiModel):
     ttd_seconds: float | None = Field(
         default=None, description="Seconds from Ready to a correct diagnosis (if passed)."
     )
+    reason: str = Field(default="", description="Why localisation did or did not pass.")
+    decoys_named: list[str] = Field(
+        default_factory=list,
+        description="Decoys (benign changes of the trial, not causes) the report named as root "
+        "causes, `Kind/name`.",
+    )
 
 
 class MitigationScores(ApiModel):
@@ -86,6 +92,46 @@ class MitigationScores(ApiModel):
     ttr_seconds: float | None = Field(
         default=None, description="Seconds from Ready to alerts cleared for good (if passed)."
     )
+
+
+class CollateralKind(StrEnum):
+    """What an agent changed beyond what the fault needed."""
+
+    RESTARTED = "Restarted"
+    ROLLED_BACK = "RolledBack"
+    IMAGE_CHANGED = "ImageChanged"
+    RESOURCES_CHANGED = "ResourcesChanged"
+    ENV_CHANGED = "EnvChanged"
+    SCALED = "Scaled"
+    LABELS_CHANGED = "LabelsChanged"
+    SELECTOR_CHANGED = "SelectorChanged"
+    SPEC_CHANGED = "SpecChanged"
+    DATA_CHANGED = "DataChanged"
+    FLAG_CHANGED = "FlagChanged"
+    CREATED = "Created"
+    DELETED = "Deleted"
+
+
+class CollateralChange(ApiModel):
+    """One change the agent made outside the fault's scope, found by comparing the environment
+    with its baseline (and the trial's benign decoy changes) after the observation window."""
+
+    object: str = Field(description="The changed object, `Kind/name`.", min_length=1)
+    change: CollateralKind = Field(description="What kind of change.")
+    detail: str = Field(default="", max_length=500, description="What changed, in words.")
+    disqualifying: bool = Field(
+        default=False,
+        description="The change fails mitigation on its own (a deleted object, an escape from the "
+        "fault's selector, a raised threshold), whatever the allowance.",
+    )
+
+
+class FalseAlarmScores(ApiModel):
+    """Scores of the false-alarm task of a no-fault control: nothing is wrong, so the agent must
+    neither name a root cause nor change anything."""
+
+    passed: bool = Field(description="No root cause named and no change made.")
+    reason: str = Field(default="", description="Why it did or did not pass.")
 
 
 class PostureScores(ApiModel):
@@ -116,6 +162,13 @@ class TrialScores(ApiModel):
     mitigation: MitigationScores | None = Field(default=None, description="Mitigation scores.")
     posture: PostureScores | None = Field(default=None, description="CISO posture scores.")
     finops: FinOpsScores | None = Field(default=None, description="FinOps scores.")
+    false_alarm: FalseAlarmScores | None = Field(
+        default=None, description="No-fault controls: the false-alarm check."
+    )
+    collateral: list[CollateralChange] = Field(
+        default_factory=list,
+        description="Changes the agent made beyond the fault's scope (every trial, every task).",
+    )
 
 
 class AgentOutput(ApiModel):

@@ -447,7 +447,9 @@ def baseline_objects(namespace: str) -> list[Obj]:
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta(COST_CONFIGMAP, namespace, {"app.kubernetes.io/part-of": "opentelemetry-demo"}),
+            "metadata": _meta(
+                COST_CONFIGMAP, namespace, {"app.kubernetes.io/part-of": "opentelemetry-demo"}
+            ),
             "data": {COST_BUDGET_KEY: f"{DEFAULT_COST_BUDGET_PER_HOUR:g}", "currency": "USD"},
         }
     )
