@@ -18,7 +18,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
+from rich.table import Table as RichTable
 
 from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
 from itbench.cli.scenarios import open_catalog, scenarios_dir_option
@@ -35,7 +35,17 @@ from itbench.execution.embedded import (
     run_benchmark,
 )
 from itbench.execution.plan import AGENT_DOMAINS, DEFAULT_AGENTS, TrialPlan
-from itbench.execution.report_html import breakdown_rows, metric_rows
+from itbench.reports.tables import (
+    DIMENSIONS,
+    FLAG_NOTE,
+    Table,
+    breakdown_table,
+    collateral_table,
+    comparisons_table,
+    main_table,
+    outcomes_table,
+    scores_table,
+)
 from itbench.settings import Settings
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -98,28 +108,35 @@ class _ProgressView:
         self.progress.update(self.task, advance=1, description=text)
 
 
+def _print_table(console: Console, table: Table) -> None:
+    if not table.rows:
+        return
+    out = RichTable(title=table.title, box=box.SIMPLE_HEAD, title_justify="left")
+    for i, header in enumerate(table.headers):
+        out.add_column(header, justify="left" if i < 1 else "right", overflow="fold")
+    for row in table.rows:
+        out.add_row(*row)
+    console.print(out)
+    if table.note:
+        console.print(table.note, style="dim")
+
+
 def print_result(result: BenchmarkResult, console: Console) -> None:
-    """Print the report table and where the artefacts are."""
-    table = Table(title="ITBench report (labelled by task)", box=box.SIMPLE_HEAD)
-    table.add_column("Metric")
-    table.add_column("Value", justify="right")
-    table.add_column("Detail", style="dim")
-    for row in metric_rows(result.report):
-        table.add_row(row["label"], row["value"], row["detail"])
-    console.print(table)
-    parts = Table(title="Breakdowns (pass@1 per task)", box=box.SIMPLE_HEAD)
-    for header in ("By", "Slice", "Trials", "Errored", "Tasks", "Resolution"):
-        parts.add_column(header)
-    for row in breakdown_rows(result.report):
-        parts.add_row(
-            row["dimension"],
-            row["value"],
-            row["trials"],
-            row["errored"],
-            row["tasks"],
-            row["resolution"],
-        )
-    console.print(parts)
+    """Print the report: agents by task (pass@1 with lower bounds and collateral), resolution,
+    scores and times, outcomes, pairwise comparisons, breakdowns, and where the artefacts are."""
+    report = result.report
+    if report.lower_bound_differs:
+        console.print(f"[bold]Flagged:[/bold] {FLAG_NOTE}")
+    _print_table(console, main_table(report.columns, report.agents))
+    for table in (
+        scores_table(report),
+        outcomes_table(report),
+        collateral_table(report),
+        comparisons_table(report.comparisons),
+    ):
+        _print_table(console, table)
+    for dimension in DIMENSIONS:
+        _print_table(console, breakdown_table(report, dimension))
     counts = result.counts()
     console.print(
         f"trials: {sum(counts.values())}  succeeded: {counts['Succeeded']}  "

@@ -187,7 +187,7 @@ def _execute(
             todo.append(plan)
     statuses.update(run_trials(todo, store=store, workers=workers, on_done=on_done))
     records = [trial_record(plan, statuses[plan.name]) for plan in plans]
-    agents = sorted({plan.agent.value for plan in plans})
+    agents = list(dict.fromkeys(plan.agent.value for plan in plans))
     report = build_report(
         records, DEFAULT_PROFILE, agent=", ".join(agents) or "none", created_at=created_at
     )

@@ -1,26 +1,106 @@
-"""Markdown rendering of a report: every number with the label that says what it measures."""
+"""Markdown rendering of a report and of a comparison of runs: every number with the label that
+says what it measures, agents side by side."""
 
 from __future__ import annotations
 
-from itbench.core.models.report import Estimate, Report
+from collections.abc import Sequence
+from dataclasses import replace
 
-
-def _pct(est: Estimate) -> str:
-    if est.mean is None:
-        return "n/a"
-    err = f" ± {100 * est.stderr:.1f}" if est.stderr is not None else ""
-    return f"{100 * est.mean:.1f} %{err}"
-
-
-def _num(est: Estimate) -> str:
-    if est.mean is None:
-        return "n/a"
-    err = f" ± {est.stderr:.3f}" if est.stderr is not None else ""
-    return f"{est.mean:.3f}{err}"
+from itbench.core.models.report import AgentResult, Report, RunComparison
+from itbench.reports.tables import (
+    DIMENSIONS,
+    FLAG_NOTE,
+    Table,
+    breakdown_table,
+    collateral_table,
+    collateral_trial_rows,
+    comparisons_table,
+    main_table,
+    num_estimate,
+    outcomes_table,
+    pass_at_k_rows,
+    pct_estimate,
+    scores_table,
+)
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _rows(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = [
+        "| " + " | ".join(_cell(h) for h in headers) + " |",
+        "|" + "---|" * len(headers),
+    ]
+    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def _table(table: Table) -> list[str]:
+    out = ["", f"## {table.title}", ""]
+    if not table.rows:
+        return [*out, "None."]
+    out += _rows(table.headers, table.rows)
+    if table.note:
+        out += ["", table.note]
+    return out
+
+
+def _pooled(report: Report) -> list[str]:
+    out = ["", "## Pooled over every agent (asked for)", ""]
+    out += _rows(
+        ["Metric", "Value", "Lower bound", "Passed / trials", "Scenarios"],
+        [
+            [
+                p.label,
+                pct_estimate(p.estimate),
+                pct_estimate(task.lower_bound) if p.k == 1 else "",
+                f"{task.passed} / {task.trials}",
+                str(p.estimate.scenarios),
+            ]
+            for task in report.tasks
+            for p in task.pass_at_k
+        ]
+        + [
+            [r.label, pct_estimate(r.estimate), pct_estimate(r.lower_bound), "", ""]
+            for r in report.resolution
+        ]
+        + [[s.label, num_estimate(s.estimate), "", str(s.trials), ""] for s in report.scores],
+    )
+    return out
+
+
+def _errored(results: Sequence[AgentResult]) -> list[str]:
+    out = ["", "## Errored trials (platform failures, not counted against the agent)", ""]
+    trials = [(r.agent, t) for r in results for t in r.errored.trials]
+    if not trials:
+        return [*out, "None."]
+    return out + _rows(
+        ["Agent", "Trial", "Scenario", "Reason"],
+        [[agent, t.trial, t.scenario, t.reason] for agent, t in trials],
+    )
+
+
+def _agent_sections(report: Report) -> list[str]:
+    out = _table(main_table(report.columns, report.agents))
+    out += _table(scores_table(report))
+    out += _table(outcomes_table(report))
+    out += _table(collateral_table(report))
+    per_trial = collateral_trial_rows(report)
+    if per_trial:
+        out += ["", "### Collateral changes per trial", ""]
+        out += _rows(["Agent", "Trial", "Scenario", "Changes"], per_trial)
+    headers, rows = pass_at_k_rows(report)
+    if rows:
+        out += ["", "## pass@k by agent and task", ""]
+        out += _rows(headers, rows)
+    out += _table(comparisons_table(report.comparisons))
+    for dimension in DIMENSIONS:
+        table = breakdown_table(report, dimension)
+        if table.rows:
+            out += _table(replace(table, title=f"Breakdown: {table.title}"))
+    return out
 
 
 def render_markdown(report: Report) -> str:
@@ -30,9 +110,11 @@ def render_markdown(report: Report) -> str:
         report: The report.
 
     Returns:
-        Markdown with the headline counts, pass@k per task, end-to-end resolution rates, mean
-        scores, timings, breakdowns and the Errored bucket; ± is the standard error across
-        scenarios.
+        Markdown with the run's counts, the main table (one row per agent, one column per
+        task, with lower bounds and collateral columns), resolution, scores and times per
+        agent, outcomes by reason, collateral changes, pass@k, pairwise comparisons, the
+        breakdowns with agents side by side, pooled numbers only when the report pools, and
+        the Errored trials; ± is the standard error across scenarios.
     """
     out: list[str] = [
         f"# ITBench report: {_cell(report.agent)}",
@@ -40,67 +122,35 @@ def render_markdown(report: Report) -> str:
         f"- Schema: `{report.schema_version}`; evaluation profile: `{report.profile}`",
         f"- Created: {report.created_at.isoformat()}",
         f"- Runs: {', '.join(report.runs) or 'none'}",
+        f"- Agents: {', '.join(a.agent for a in report.agents) or 'none'}",
         f"- Trials: {report.trials} ({report.succeeded} succeeded, {report.failed} failed, "
-        f"{report.errored.count} errored and excluded from every rate)",
-        "",
-        "## Tasks",
-        "",
-        "| Metric | Value | Passed / trials | Scenarios |",
-        "|---|---|---|---|",
+        f"{report.errored.count} errored and excluded from every pass@1)",
     ]
-    for task in report.tasks:
-        for p in task.pass_at_k:
-            out.append(
-                f"| {_cell(p.label)} | {_pct(p.estimate)} | {task.passed} / {task.trials} "
-                f"| {p.estimate.scenarios} |"
-            )
-    out += [
+    if report.lower_bound_differs:
+        out.append(f"- **Flagged:** {FLAG_NOTE}")
+    out += _agent_sections(report)
+    if report.pooled:
+        out += _pooled(report)
+    out += _errored(report.agents)
+    return "\n".join(out) + "\n"
+
+
+def render_comparison_markdown(comparison: RunComparison) -> str:
+    """Render a comparison of two runs: each run's main table, then A minus B per task.
+
+    Args:
+        comparison: The comparison.
+    """
+    out: list[str] = [
+        "# ITBench comparison of runs",
         "",
-        "## End-to-end resolution",
-        "",
-        "| Metric | Value | Resolved / trials |",
-        "|---|---|---|",
+        f"- Schema: `{comparison.schema_version}`; evaluation profile: `{comparison.profile}`",
+        f"- Created: {comparison.created_at.isoformat()}",
+        f"- A: {_cell(comparison.a.source)} (runs {', '.join(comparison.a.runs) or 'none'})",
+        f"- B: {_cell(comparison.b.source)} (runs {', '.join(comparison.b.runs) or 'none'})",
     ]
-    for r in report.resolution:
-        out.append(f"| {_cell(r.label)} | {_pct(r.estimate)} | {r.resolved} / {r.trials} |")
-    if report.scores:
-        out += ["", "## Scores", "", "| Metric | Mean | Trials |", "|---|---|---|"]
-        for s in report.scores:
-            out.append(f"| {_cell(s.label)} | {_num(s.estimate)} | {s.trials} |")
-    if report.timings:
-        out += ["", "## Times", "", "| Metric | Mean (s) | Successes / trials |", "|---|---|---|"]
-        for t in report.timings:
-            mean = f"{t.mean_seconds:.1f}" if t.mean_seconds is not None else "inf (no success)"
-            out.append(f"| {_cell(t.label)} | {mean} | {t.successes} / {t.trials} |")
-    if report.breakdowns:
-        out += [
-            "",
-            "## Breakdowns (pass@1)",
-            "",
-            "| Slice | Metric | Value | Trials (errored) |",
-            "|---|---|---|---|",
-        ]
-        for b in report.breakdowns:
-            slice_name = f"{b.dimension}={_cell(b.value)}"
-            for task in b.tasks:
-                value = _pct(task.pass_at_k[0].estimate) if task.pass_at_k else "n/a"
-                out.append(
-                    f"| {slice_name} | {_cell(task.label)} | {value} | {b.trials} ({b.errored}) |"
-                )
-            for r in b.resolution:
-                out.append(
-                    f"| {slice_name} | {_cell(r.label)} | {_pct(r.estimate)} | {b.trials} "
-                    f"({b.errored}) |"
-                )
-    out += ["", "## Errored trials (platform failures, not counted against the agent)", ""]
-    if report.errored.count == 0:
-        out.append("None.")
-    else:
-        out += ["| Reason | Count |", "|---|---|"]
-        out += [f"| {_cell(reason)} | {n} |" for reason, n in report.errored.reasons.items()]
-        out += ["", "| Trial | Scenario | Reason |", "|---|---|---|"]
-        out += [
-            f"| {_cell(t.trial)} | {_cell(t.scenario)} | {_cell(t.reason)} |"
-            for t in report.errored.trials
-        ]
+    for side in (comparison.a, comparison.b):
+        table = main_table(comparison.columns, side.agents)
+        out += _table(replace(table, title=f"Run {side.label}: {table.title}"))
+    out += _table(comparisons_table(comparison.comparisons))
     return "\n".join(out) + "\n"

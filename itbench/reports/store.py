@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from itbench.core.models.report import Report, TrialRecord
+from itbench.core.models.report import Report, RunComparison, TrialRecord
 
 TRIALS_FILE = "trials.jsonl"
 """The trial records file name inside a run's result directory."""
@@ -66,8 +66,9 @@ def save_trial_records(records: Iterable[TrialRecord], path: Path) -> None:
     tmp.replace(file)
 
 
-def write_report_json(report: Report, path: Path) -> None:
-    """Write a report as indented JSON (camelCase, unset optional fields left out).
+def write_report_json(report: Report | RunComparison, path: Path) -> None:
+    """Write a report (or a comparison of runs) as indented JSON (camelCase, unset optional
+    fields left out).
 
     Args:
         report: The report.

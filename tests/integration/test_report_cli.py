@@ -1,4 +1,5 @@
-"""`itbench report recompute` through click's runner, and the report files it reads and writes."""
+"""`itbench report recompute` and `itbench report compare` through click's runner, and the report
+files they read and write."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from itbench.cli.report import report_group
 from itbench.core.models.base import Complexity, Domain
-from itbench.core.models.report import Report, TrialRecord
+from itbench.core.models.report import Report, RunComparison, TrialRecord
 from itbench.core.models.trial import DiagnosisScores, MitigationScores, TrialPhase, TrialScores
 from itbench.core.scoring import DEFAULT_PROFILE, build_report
 from itbench.reports import (
@@ -121,10 +122,14 @@ def test_recompute_markdown_labels_every_number(trials_file: Path) -> None:
     assert result.exit_code == 0, result.output
     text = result.output
     assert "evaluation profile: `default@1`" in text
-    assert "| SRE diagnosis pass@1 (root cause named) | 25.0 % ± 25.0 | 1 / 3 | 2 |" in text
+    assert "| sre-baseline | 4 (1 succeeded, 2 failed, 1 errored) | 25.0 % ± 25.0 (≥ 25.0 %) |" in (
+        text
+    )
+    assert "| SRE diagnosis pass@1 (root cause named) |" in text
     assert "SRE end-to-end resolution rate (diagnosis and mitigation both passed" in text
-    assert "| FaultDidNotManifest | 1 |" in text
-    assert "traces=traces-off" in text
+    assert "| sre-baseline | 1 | 2 | Unknown 2 | FaultDidNotManifest 1 |" in text
+    assert "| sre-baseline | checkout-nonexistent-image-1 | checkout-nonexistent-image | " in text
+    assert "## Breakdown: Traces on / off" in text and "| traces-off | sre-baseline |" in text
 
 
 def test_unknown_profile_is_a_usage_error(trials_file: Path) -> None:
@@ -155,7 +160,8 @@ def test_write_report_json_and_markdown_render_the_same_report(tmp_path: Path) -
     assert Report.model_validate_json(path.read_text()) == report
     markdown = render_markdown(report)
     assert markdown.startswith("# ITBench report: sre-baseline\n")
-    assert "| SRE mean time to diagnosis, seconds (correct diagnoses only) | 72.0 | 1 / 1 |" in (
+    assert "| SRE mean time to diagnosis, seconds (correct diagnoses only) |" in markdown
+    assert "| sre-baseline | 100.0 % (≥ 100.0 %) | 1.000 | 0.500 | 72 s (1/1) | 282 s (1/1) |" in (
         markdown
     )
     assert "None." in markdown  # no errored trials
@@ -179,14 +185,24 @@ def test_records_scored_under_another_profile_are_refused(tmp_path: Path) -> Non
     assert "unknown evaluation profile 'strict@2'" in by_default.output
 
 
-def test_agent_option_selects_one_agent_of_several(tmp_path: Path) -> None:
+def test_records_of_several_agents_get_one_row_each_and_agent_selects(tmp_path: Path) -> None:
     mine = record("a", 0, True)
     theirs = record("a", 1, False).model_copy(update={"agent": "other-agent"})
     path = tmp_path / "trials.jsonl"
     save_trial_records([mine, theirs], path)
-    ambiguous = CliRunner().invoke(report_group, ["recompute", "--trials", str(path)])
-    assert ambiguous.exit_code == 2
-    assert "records of several agents (other-agent, sre-baseline)" in ambiguous.output
+    both = CliRunner().invoke(
+        report_group, ["recompute", "--trials", str(path), "--output", "json"]
+    )
+    assert both.exit_code == 0, both.output
+    report = Report.model_validate_json(both.output)
+    assert [a.agent for a in report.agents] == ["sre-baseline", "other-agent"]
+    assert report.tasks == [], "agents are not pooled unless asked"
+    assert len(report.comparisons) == 2, "one per task both agents have"
+    pooled = CliRunner().invoke(
+        report_group, ["recompute", "--trials", str(path), "--output", "json", "--pooled"]
+    )
+    pooled_report = Report.model_validate_json(pooled.output)
+    assert pooled_report.pooled and pooled_report.task("sre.diagnosis") is not None
     chosen = CliRunner().invoke(
         report_group,
         ["recompute", "--trials", str(path), "--agent", "other-agent", "--output", "json"],
@@ -194,3 +210,106 @@ def test_agent_option_selects_one_agent_of_several(tmp_path: Path) -> None:
     assert chosen.exit_code == 0, chosen.output
     report = Report.model_validate_json(chosen.output)
     assert (report.agent, report.trials, report.failed) == ("other-agent", 1, 1)
+    unknown = CliRunner().invoke(report_group, ["recompute", "--trials", str(path), "--agent", "x"])
+    assert unknown.exit_code == 2
+    assert "no trials of agent(s) x (agents: other-agent, sre-baseline)" in unknown.output
+
+
+def test_recompute_reads_records_written_before_tasks_and_split_controls(tmp_path: Path) -> None:
+    """A trials.jsonl line of the earlier format: no `tasks`, no collateral, no false alarm."""
+    old = {
+        "trial": "heuristic-sre--cart-flagd-failure--0",
+        "run": "run-old",
+        "scenario": "cart-flagd-failure",
+        "attempt": 0,
+        "domain": "SRE",
+        "scenarioClass": "ServiceFailure",
+        "complexity": "Easy",
+        "tracesEnabled": True,
+        "phase": "Succeeded",
+        "reason": "TasksPassed",
+        "agent": "heuristic-sre",
+        "scores": {
+            "profile": "default@1",
+            "diagnosis": {"passed": True, "flNtam": 1.0, "fpcNtam": 1.0, "ttdSeconds": 30.0},
+            "mitigation": {"passed": True, "ttrSeconds": 90.0},
+        },
+    }
+    path = tmp_path / "trials.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    result = CliRunner().invoke(
+        report_group,
+        ["recompute", "--trials", str(path), "--output", "json", "--created-at", STAMP],
+    )
+    assert result.exit_code == 0, result.output
+    report = Report.model_validate_json(result.output)
+    assert report.profile == "default@1"
+    assert [t.key for t in report.tasks] == ["sre.diagnosis", "sre.mitigation"]
+    assert all(t.pass_at_k[0].estimate.mean == 1.0 for t in report.tasks)
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    names = ["cart-flagd-failure", "checkout-nonexistent-image", "ad-high-cpu"]
+    first = [record(n, i, True) for n in names for i in range(2)]
+    second = [record(n, i, n == names[0]) for n in names for i in range(2)]
+    second += [record(n, 0, False).model_copy(update={"agent": "null"}) for n in names]
+    save_trial_records(first, tmp_path / "a" / "trials.jsonl")
+    save_trial_records(second, tmp_path / "b" / "trials.jsonl")
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_compare_pairs_the_same_agent_across_two_runs(two_runs: tuple[Path, Path]) -> None:
+    a, b = two_runs
+    result = CliRunner().invoke(
+        report_group,
+        ["compare", str(a), str(b), "--output", "json", "--created-at", STAMP],
+    )
+    assert result.exit_code == 0, result.output
+    comparison = RunComparison.model_validate_json(result.output)
+    assert [x.agent for x in comparison.a.agents] == ["sre-baseline"]
+    assert [x.agent for x in comparison.b.agents] == ["sre-baseline", "null"]
+    diagnosis = next(c for c in comparison.comparisons if c.task == "sre.diagnosis")
+    assert (diagnosis.a, diagnosis.b, diagnosis.scenarios) == (
+        "A:sre-baseline",
+        "B:sre-baseline",
+        3,
+    )
+    assert diagnosis.difference == pytest.approx(2 / 3)
+    markdown = CliRunner().invoke(report_group, ["compare", str(a), str(b), "--created-at", STAMP])
+    assert markdown.exit_code == 0, markdown.output
+    assert "## Run A: Agents by task (pass@1)" in markdown.output
+    assert "## Run B: Agents by task (pass@1)" in markdown.output
+    assert "| SRE diagnosis pass@1 | A:sre-baseline | B:sre-baseline | 3 | 100.0 % | 33.3 % |" in (
+        markdown.output
+    )
+
+
+def test_compare_names_the_agents_of_each_side(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    a, b = two_runs
+    out = tmp_path / "comparison.json"
+    result = CliRunner().invoke(
+        report_group,
+        [
+            "compare",
+            str(a),
+            str(b),
+            "--agent-a",
+            "sre-baseline",
+            "--agent-b",
+            "null",
+            "--output",
+            "json",
+            "--write",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    comparison = RunComparison.model_validate_json(out.read_text())
+    assert {(c.a, c.b) for c in comparison.comparisons} == {("A:sre-baseline", "B:null")}
+    half = CliRunner().invoke(report_group, ["compare", str(a), str(b), "--agent-a", "x"])
+    assert half.exit_code == 2 and "name both --agent-a and --agent-b" in half.output
+    missing = CliRunner().invoke(
+        report_group, ["compare", str(a), str(b), "--agent-a", "x", "--agent-b", "null"]
+    )
+    assert missing.exit_code == 2 and "no trials of agent 'x'" in missing.output

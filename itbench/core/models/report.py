@@ -12,10 +12,15 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from itbench.core.models.base import ApiModel, Complexity, Domain
-from itbench.core.models.trial import TrialPhase, TrialScores
+from itbench.core.models.trial import CollateralChange, TrialPhase, TrialScores
 
-REPORT_SCHEMA_VERSION = "itbench.io/report/v1"
-"""The report schema version; bumped on any incompatible change."""
+REPORT_SCHEMA_VERSION = "itbench.io/report/v2"
+"""The report schema version; bumped on any incompatible change. v2: one result per agent,
+pooled top-level numbers only for one agent or when asked for, controls scored on their own
+false-alarm task, lower bounds with Errored trials counted as failures."""
+
+COMPARISON_SCHEMA_VERSION = "itbench.io/comparison/v1"
+"""The schema version of a comparison of two runs."""
 
 
 class TrialRecord(ApiModel):
@@ -76,6 +81,17 @@ class TaskMetric(ApiModel):
     passed: int = Field(ge=0, description="Trials that passed the task.")
     scenarios: int = Field(ge=0, description="Scenarios counted.")
     pass_at_k: list[PassAtK] = Field(default_factory=list, description="pass@k for k = 1..n.")
+    errored: int = Field(
+        default=0, ge=0, description="Errored trials scored on this task (left out of pass@k)."
+    )
+    lower_bound: Estimate = Field(
+        default_factory=Estimate,
+        description="pass@1 with Errored trials counted as failures (a lower bound); scenarios "
+        "whose trials all errored count as 0.",
+    )
+    lower_bound_differs: bool = Field(
+        default=False, description="The lower bound differs from pass@1 (Errored trials matter)."
+    )
 
 
 class MeanMetric(ApiModel):
@@ -109,6 +125,14 @@ class ResolutionRate(ApiModel):
     estimate: Estimate = Field(description="Mean per-scenario share of resolved trials.")
     trials: int = Field(ge=0, description="Trials counted (Errored excluded).")
     resolved: int = Field(ge=0, description="Trials resolved end to end.")
+    errored: int = Field(default=0, ge=0, description="Errored trials left out of the rate.")
+    lower_bound: Estimate = Field(
+        default_factory=Estimate,
+        description="The rate with Errored trials counted as unresolved (a lower bound).",
+    )
+    lower_bound_differs: bool = Field(
+        default=False, description="The lower bound differs from the rate."
+    )
 
 
 class Breakdown(ApiModel):
@@ -132,6 +156,7 @@ class ErroredTrial(ApiModel):
     trial: str = Field(description="Trial name.")
     scenario: str = Field(description="Scenario name.")
     reason: str = Field(description="Why it errored.")
+    agent: str = Field(default="", description="The agent of the trial.")
 
 
 class ErroredBucket(ApiModel):
@@ -142,19 +167,159 @@ class ErroredBucket(ApiModel):
     trials: list[ErroredTrial] = Field(default_factory=list, description="Each errored trial.")
 
 
-class Report(ApiModel):
-    """A benchmark report of one agent, recomputable from its trial records and profile."""
+class TrialCollateral(ApiModel):
+    """The collateral changes of one trial."""
 
-    schema_version: Literal["itbench.io/report/v1"] = Field(
-        default="itbench.io/report/v1", description="Report schema version."
+    trial: str = Field(description="Trial name.")
+    scenario: str = Field(description="Scenario name.")
+    changes: list[CollateralChange] = Field(
+        default_factory=list, description="Changes beyond the fault's scope."
+    )
+
+
+class CollateralSummary(ApiModel):
+    """Changes an agent made beyond the faults' scope, over its evaluated trials."""
+
+    trials: int = Field(default=0, ge=0, description="Trials counted (Errored excluded).")
+    changes: int = Field(default=0, ge=0, description="Collateral changes in those trials.")
+    mean_per_trial: float | None = Field(
+        default=None, description="Mean collateral changes per trial (None without trials)."
+    )
+    disqualifying_trials: int = Field(
+        default=0, ge=0, description="Trials with at least one disqualifying change."
+    )
+    disqualifying_share: float | None = Field(
+        default=None, description="Share of trials with a disqualifying change."
+    )
+    by_kind: dict[str, int] = Field(default_factory=dict, description="Changes per kind.")
+    per_trial: list[TrialCollateral] = Field(
+        default_factory=list, description="Every trial with at least one collateral change."
+    )
+
+
+class TableColumn(ApiModel):
+    """One task column of the main table."""
+
+    key: str = Field(description="Task key, e.g. sre.diagnosis.")
+    label: str = Field(description="What its pass@1 measures, in words.")
+    domain: Domain = Field(description="The persona the task belongs to.")
+
+
+class AgentResult(ApiModel):
+    """Everything the report says about one agent: a row of the main table and its breakdowns."""
+
+    agent: str = Field(description="The agent (AgentSubmission name).", min_length=1)
+    runs: list[str] = Field(default_factory=list, description="Runs its trials came from.")
+    trials: int = Field(ge=0, description="Trials, Errored included.")
+    succeeded: int = Field(ge=0, description="Trials that Succeeded.")
+    failed: int = Field(ge=0, description="Trials the agent Failed.")
+    failures: dict[str, int] = Field(
+        default_factory=dict, description="Failed trials per reason (e.g. AgentInducedFailure)."
+    )
+    errored: ErroredBucket = Field(
+        default_factory=ErroredBucket, description="Trials the platform could not run."
+    )
+    tasks: list[TaskMetric] = Field(
+        default_factory=list, description="pass@k per task (false-alarm tasks apart)."
+    )
+    scores: list[MeanMetric] = Field(
+        default_factory=list, description="Mean NTAM and FinOps proximities."
+    )
+    timings: list[TimingMetric] = Field(default_factory=list, description="MTTD, MTTR, TTP.")
+    resolution: list[ResolutionRate] = Field(
+        default_factory=list, description="End-to-end resolution rate per persona."
+    )
+    collateral: CollateralSummary = Field(
+        default_factory=CollateralSummary, description="Changes beyond the faults' scope."
+    )
+    lower_bound_differs: bool = Field(
+        default=False,
+        description="Some pass@1 changes when Errored trials are counted as failures.",
+    )
+    breakdowns: list[Breakdown] = Field(
+        default_factory=list, description="By domain, class, complexity and traces on/off."
+    )
+
+    def task(self, key: str) -> TaskMetric | None:
+        """The task metric with that key, if the agent has trials of it."""
+        return next((t for t in self.tasks if t.key == key), None)
+
+    def score(self, key: str) -> MeanMetric | None:
+        """The mean score with that key, if the agent has it."""
+        return next((s for s in self.scores if s.key == key), None)
+
+    def timing(self, key: str) -> TimingMetric | None:
+        """The timing with that key, if the agent has it."""
+        return next((t for t in self.timings if t.key == key), None)
+
+    def resolution_rate(self, domain: Domain) -> ResolutionRate | None:
+        """The end-to-end resolution rate of a persona, if the agent has trials of it."""
+        return next((r for r in self.resolution if r.domain == domain), None)
+
+    def breakdown(self, dimension: str, value: str) -> Breakdown | None:
+        """The breakdown slice `dimension=value`, if the agent has trials in it."""
+        return next(
+            (b for b in self.breakdowns if b.dimension == dimension and b.value == value), None
+        )
+
+
+class PairwiseComparison(ApiModel):
+    """pass@1 of one task, agent (or run) A against B, paired over the scenarios both ran."""
+
+    task: str = Field(description="Task key.")
+    label: str = Field(description="What the task's pass@1 measures, in words.")
+    a: str = Field(description="The first side (an agent, or `run/agent` across runs).")
+    b: str = Field(description="The second side.")
+    scenarios: int = Field(ge=0, description="Scenarios both sides have counted trials of.")
+    mean_a: float | None = Field(default=None, description="A's pass@1 on those scenarios.")
+    mean_b: float | None = Field(default=None, description="B's pass@1 on those scenarios.")
+    difference: float | None = Field(
+        default=None, description="Mean per-scenario difference, A - B (fractions)."
+    )
+    stderr: float | None = Field(
+        default=None, description="Standard error of the difference (fewer than 2: None)."
+    )
+    ci_low: float | None = Field(default=None, description="Lower end of the interval.")
+    ci_high: float | None = Field(default=None, description="Upper end of the interval.")
+    confidence: float = Field(default=0.95, description="Confidence level of the interval.")
+    method: Literal["paired-t"] = Field(
+        default="paired-t",
+        description="Paired t interval over scenarios: mean difference ± t(0.975, m - 1) x "
+        "stderr (see docs/metrics.md).",
+    )
+    a_better: int = Field(default=0, ge=0, description="Scenarios where A's pass@1 is higher.")
+    b_better: int = Field(default=0, ge=0, description="Scenarios where B's pass@1 is higher.")
+    ties: int = Field(default=0, ge=0, description="Scenarios where they are equal.")
+
+    @property
+    def significant(self) -> bool:
+        """Whether the interval excludes zero."""
+        return (self.ci_low is not None and self.ci_low > 0) or (
+            self.ci_high is not None and self.ci_high < 0
+        )
+
+
+class Report(ApiModel):
+    """A benchmark report: one result per agent, recomputable from trial records and profile.
+
+    The top-level metrics (`tasks`, `scores`, `timings`, `resolution`, `breakdowns`) are the
+    only agent's when there is one, pooled over every agent only when asked for (`pooled`),
+    and empty otherwise: agents are compared in `agents` and `comparisons`.
+    """
+
+    schema_version: Literal["itbench.io/report/v1", "itbench.io/report/v2"] = Field(
+        default="itbench.io/report/v2", description="Report schema version."
     )
     profile: str = Field(description="Evaluation profile id, `name@version`.")
-    agent: str = Field(description="The agent benchmarked.")
+    agent: str = Field(description="The agent benchmarked (several: comma-separated).")
     created_at: datetime = Field(description="When the report was computed.")
     runs: list[str] = Field(default_factory=list, description="BenchmarkRuns the trials came from.")
     trials: int = Field(ge=0, description="Trials in the report, Errored included.")
     succeeded: int = Field(ge=0, description="Trials that Succeeded.")
     failed: int = Field(ge=0, description="Trials the agent Failed.")
+    failures: dict[str, int] = Field(
+        default_factory=dict, description="Failed trials per reason (e.g. AgentInducedFailure)."
+    )
     errored: ErroredBucket = Field(
         default_factory=ErroredBucket, description="Trials the platform could not run."
     )
@@ -169,6 +334,28 @@ class Report(ApiModel):
     breakdowns: list[Breakdown] = Field(
         default_factory=list, description="By domain, class, complexity and traces on/off."
     )
+    pooled: bool = Field(
+        default=False,
+        description="The top-level metrics pool the trials of several agents (asked for).",
+    )
+    columns: list[TableColumn] = Field(
+        default_factory=list, description="The main table's task columns, in order."
+    )
+    agents: list[AgentResult] = Field(
+        default_factory=list, description="One result per agent, in the order agents appear."
+    )
+    comparisons: list[PairwiseComparison] = Field(
+        default_factory=list,
+        description="Every pair of agents, per task both have, on their common scenarios.",
+    )
+    lower_bound_differs: bool = Field(
+        default=False,
+        description="Some agent's pass@1 changes when Errored trials count as failures.",
+    )
+
+    def agent_result(self, agent: str) -> AgentResult | None:
+        """The result of one agent, if the report has its trials."""
+        return next((a for a in self.agents if a.agent == agent), None)
 
     def task(self, key: str) -> TaskMetric | None:
         """The task metric with that key, if the report has it."""
@@ -185,3 +372,30 @@ class Report(ApiModel):
     def resolution_rate(self, domain: Domain) -> ResolutionRate | None:
         """The end-to-end resolution rate of a persona, if the report has trials of it."""
         return next((r for r in self.resolution if r.domain == domain), None)
+
+
+class ComparedRun(ApiModel):
+    """One side of a comparison of runs: its trials' source and one result per agent."""
+
+    label: str = Field(description="How the side is named (A or B and its source).")
+    source: str = Field(description="Where its trial records came from.")
+    runs: list[str] = Field(default_factory=list, description="BenchmarkRuns of its trials.")
+    agents: list[AgentResult] = Field(default_factory=list, description="One result per agent.")
+
+
+class RunComparison(ApiModel):
+    """Two runs side by side: one row per (run, agent) and paired differences per task."""
+
+    schema_version: Literal["itbench.io/comparison/v1"] = Field(
+        default="itbench.io/comparison/v1", description="Comparison schema version."
+    )
+    profile: str = Field(description="Evaluation profile id, `name@version`.")
+    created_at: datetime = Field(description="When the comparison was computed.")
+    columns: list[TableColumn] = Field(
+        default_factory=list, description="The table's task columns, in order."
+    )
+    a: ComparedRun = Field(description="Run A.")
+    b: ComparedRun = Field(description="Run B.")
+    comparisons: list[PairwiseComparison] = Field(
+        default_factory=list, description="Each compared pair of agents, A minus B, per task."
+    )

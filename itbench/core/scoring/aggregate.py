@@ -1,15 +1,20 @@
-"""Aggregation: trial records to a versioned report (pass@k, NTAM means, times, breakdowns).
+"""Aggregation: trial records to a versioned report with one result per agent (pass@k with
+standard errors and lower bounds, NTAM means, times, collateral changes, breakdowns) and paired
+comparisons of the agents.
 
-Errored trials are the platform's failures: they are listed in their own bucket and left out of
-every denominator. A trial that Failed without scores counts as failing every task of its domain.
+A trial is scored on the tasks its record names (`TrialRecord.tasks`; an empty list, in records
+that predate it, means every task of its domain): a no-fault control only on its false-alarm
+task, a scenario whose fault the agent cannot reach without mitigation. Errored trials are the
+platform's failures: they are listed in their own bucket and left out of every headline
+denominator, and every pass@1 has a lower bound that counts them as failures. A trial that Failed
+without scores counts as failing every task it is scored on.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -17,118 +22,84 @@ from fractions import Fraction
 from itbench.core.models.base import Domain
 from itbench.core.models.benchmark_run import RunSummary
 from itbench.core.models.report import (
+    AgentResult,
     Breakdown,
+    CollateralSummary,
+    ComparedRun,
     ErroredBucket,
     ErroredTrial,
     Estimate,
     MeanMetric,
+    PairwiseComparison,
     PassAtK,
     Report,
     ResolutionRate,
+    RunComparison,
+    TableColumn,
     TaskMetric,
     TimingMetric,
+    TrialCollateral,
     TrialRecord,
 )
 from itbench.core.models.trial import TrialPhase, TrialScores
-from itbench.core.scoring.passk import pass_at_k
+from itbench.core.scoring.compare import paired_comparison
+from itbench.core.scoring.measures import (
+    BREAKDOWN_DIMENSIONS,
+    MEANS,
+    RESOLUTION,
+    TASKS,
+    TASKS_BY_KEY,
+    TIMINGS,
+    ScenarioKey,
+    TaskDefinition,
+)
 from itbench.core.scoring.profile import EvaluationProfile
 from itbench.core.scoring.timing import mean_time
+from itbench.core.tasks import DOMAIN_TASKS, SRE_DIAGNOSIS, SRE_MITIGATION
 
-ScenarioKey = tuple[str, bool]
-"""Scenarios are grouped by name and traces on/off (the ablation runs the same name twice)."""
-
-
-@dataclass(frozen=True)
-class TaskDefinition:
-    """A pass/fail task of one persona and how a trial's scores decide it."""
-
-    key: str
-    domain: Domain
-    name: str
-    measures: str
-    outcome: Callable[[TrialScores], bool]
-
-    def label(self, k: int) -> str:
-        """The label of pass@k of this task, naming exactly what passes."""
-        return f"{self.name} pass@{k} ({self.measures})"
+__all__ = [
+    "TASKS",
+    "NothingToCompareError",
+    "build_report",
+    "compare_runs",
+    "estimate",
+    "headline",
+    "pass_at_k_estimate",
+]
 
 
-def _diagnosis(s: TrialScores) -> bool:
-    return s.diagnosis is not None and s.diagnosis.passed
+@dataclass(frozen=True, slots=True)
+class _Trial:
+    """A record with what aggregation asks of it again and again, computed once."""
+
+    record: TrialRecord
+    key: ScenarioKey
+    counted: bool
+    tasks: frozenset[str]
+    passed: frozenset[str]
 
 
-def _mitigation(s: TrialScores) -> bool:
-    return s.mitigation is not None and s.mitigation.passed
+def _prepare(record: TrialRecord) -> _Trial:
+    tasks = frozenset(record.tasks or DOMAIN_TASKS.get(record.domain, ()))
+    counted = record.phase != TrialPhase.ERRORED
+    scores = record.scores
+    passed: frozenset[str] = frozenset()
+    if counted and scores is not None:
+        passed = frozenset(
+            k for k in tasks if (t := TASKS_BY_KEY.get(k)) is not None and t.outcome(scores)
+        )
+    return _Trial(record, (record.scenario, record.traces_enabled), counted, tasks, passed)
 
 
-def _posture(s: TrialScores) -> bool:
-    return s.posture is not None and s.posture.passed
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
 
 
-def _finops_diagnosis(s: TrialScores) -> bool:
-    return s.finops is not None and s.finops.diagnosis_passed
-
-
-def _finops_mitigation(s: TrialScores) -> bool:
-    return s.finops is not None and s.finops.mitigation_passed
-
-
-TASKS: tuple[TaskDefinition, ...] = (
-    TaskDefinition("sre.diagnosis", Domain.SRE, "SRE diagnosis", "root cause named", _diagnosis),
-    TaskDefinition(
-        "sre.mitigation",
-        Domain.SRE,
-        "SRE mitigation",
-        "alerts cleared, health at baseline",
-        _mitigation,
-    ),
-    TaskDefinition(
-        "ciso.posture", Domain.CISO, "CISO posture", "every control assessed correctly", _posture
-    ),
-    TaskDefinition(
-        "finops.diagnosis",
-        Domain.FINOPS,
-        "FinOps diagnosis",
-        "inefficiency identified",
-        _finops_diagnosis,
-    ),
-    TaskDefinition(
-        "finops.mitigation",
-        Domain.FINOPS,
-        "FinOps mitigation",
-        "inefficiency removed, alerts cleared",
-        _finops_mitigation,
-    ),
-)
-"""Every task, in report order."""
-
-RESOLUTION: dict[Domain, tuple[str, Callable[[TrialScores], bool]]] = {
-    Domain.SRE: (
-        "SRE end-to-end resolution rate (diagnosis and mitigation both passed in the same trial)",
-        lambda s: _diagnosis(s) and _mitigation(s),
-    ),
-    Domain.CISO: (
-        "CISO end-to-end resolution rate (posture assessment passed)",
-        _posture,
-    ),
-    Domain.FINOPS: (
-        "FinOps end-to-end resolution rate (diagnosis and mitigation both passed in the same "
-        "trial)",
-        lambda s: _finops_diagnosis(s) and _finops_mitigation(s),
-    ),
-}
-"""One consistent definition of 'resolved' per persona."""
-
-
-def _passes(record: TrialRecord, outcome: Callable[[TrialScores], bool]) -> bool:
-    return record.scores is not None and outcome(record.scores)
-
-
-def _by_scenario(records: Sequence[TrialRecord]) -> dict[ScenarioKey, list[TrialRecord]]:
-    groups: dict[ScenarioKey, list[TrialRecord]] = {}
-    for r in records:
-        groups.setdefault((r.scenario, r.traces_enabled), []).append(r)
-    return groups
+def _stderr(values: Sequence[float], mean: float) -> float | None:
+    m = len(values)
+    if m < 2:
+        return None
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (m - 1)) / math.sqrt(m)
 
 
 def estimate(values: Sequence[float]) -> Estimate:
@@ -142,9 +113,8 @@ def estimate(values: Sequence[float]) -> Estimate:
     """
     if not values:
         return Estimate()
-    mean = math.fsum(values) / len(values)
-    stderr = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
-    return Estimate(mean=mean, stderr=stderr, scenarios=len(values))
+    mean = _mean(values)
+    return Estimate(mean=mean, stderr=_stderr(values, mean), scenarios=len(values))
 
 
 def pass_at_k_estimate(outcomes: Sequence[Sequence[bool]], k: int) -> Estimate:
@@ -157,197 +127,321 @@ def pass_at_k_estimate(outcomes: Sequence[Sequence[bool]], k: int) -> Estimate:
         outcomes: Per scenario, the pass/fail of each of its counted trials.
         k: Trials drawn.
     """
-    values = [pass_at_k(len(o), sum(o), k) for o in outcomes if len(o) >= k]
-    if not values:
+    return _pass_at_k([(len(o), sum(o)) for o in outcomes], k)
+
+
+def _pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> Estimate:
+    # Exact mean without a Fraction per scenario: scenarios with the same n share the
+    # denominator C(n, k), so their numerators add up as integers.
+    numerators: dict[int, int] = {}
+    floats: list[float] = []
+    for n, c in counts:
+        if n < k:
+            continue
+        total, failing = math.comb(n, k), math.comb(n - c, k)
+        numerators[n] = numerators.get(n, 0) + total - failing
+        floats.append(1 - failing / total)
+    if not floats:
         return Estimate()
-    exact_mean = sum(values, Fraction(0)) / len(values)
-    est = estimate([float(v) for v in values])
-    return est.model_copy(update={"mean": float(exact_mean)})
+    exact = sum((Fraction(num, math.comb(n, k)) for n, num in numerators.items()), Fraction(0))
+    mean = float(exact / len(floats))
+    return Estimate(mean=mean, stderr=_stderr(floats, mean), scenarios=len(floats))
 
 
-def _task_metric(
-    task: TaskDefinition, counted: Sequence[TrialRecord], max_k: int | None
-) -> TaskMetric:
-    groups = _by_scenario([r for r in counted if r.domain == task.domain])
-    outcomes = [[_passes(r, task.outcome) for r in g] for g in groups.values()]
-    n_max = max((len(o) for o in outcomes), default=0)
+@dataclass(frozen=True, slots=True)
+class _Cells:
+    """Per scenario: counted trials, passes and Errored trials of one task (or resolution)."""
+
+    counts: dict[ScenarioKey, list[int]]
+
+    def rates(self) -> dict[ScenarioKey, float]:
+        """pass@1 per scenario with counted trials."""
+        return {key: c / n for key, (n, c, _e) in self.counts.items() if n}
+
+    def lower_bound(self) -> Estimate:
+        """pass@1 per scenario with Errored trials as failures, averaged over scenarios."""
+        return estimate([c / (n + e) for n, c, e in self.counts.values()])
+
+    def trials(self) -> int:
+        return sum(n for n, _c, _e in self.counts.values())
+
+    def passed(self) -> int:
+        return sum(c for _n, c, _e in self.counts.values())
+
+    def errored(self) -> int:
+        return sum(e for _n, _c, e in self.counts.values())
+
+
+def _count(cells: dict[ScenarioKey, list[int]], t: _Trial, passed: bool) -> None:
+    cell = cells.get(t.key)
+    if cell is None:
+        cell = cells[t.key] = [0, 0, 0]
+    if t.counted:
+        cell[0] += 1
+        cell[1] += passed
+    else:
+        cell[2] += 1
+
+
+def _tally(trials: Iterable[_Trial]) -> tuple[dict[str, _Cells], dict[Domain, _Cells]]:
+    """One pass over the trials: the cells of every task and of every persona's resolution."""
+    tasks: dict[str, dict[ScenarioKey, list[int]]] = {}
+    resolution: dict[Domain, dict[ScenarioKey, list[int]]] = {}
+    for t in trials:
+        for key in t.tasks:
+            _count(tasks.setdefault(key, {}), t, key in t.passed)
+        needs = RESOLUTION_NEEDS.get(t.record.domain)
+        if needs is not None and needs <= t.tasks:
+            _count(resolution.setdefault(t.record.domain, {}), t, needs <= t.passed)
+    return (
+        {key: _Cells(c) for key, c in tasks.items()},
+        {domain: _Cells(c) for domain, c in resolution.items()},
+    )
+
+
+RESOLUTION_NEEDS: dict[Domain, frozenset[str]] = {
+    domain: frozenset(needs) for domain, (_label, needs) in RESOLUTION.items()
+}
+
+
+def _differs(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return abs(a - b) > 1e-12
+
+
+def _task_metric(task: TaskDefinition, cells: _Cells, max_k: int | None) -> TaskMetric:
+    counted = [(n, c) for n, c, _e in cells.counts.values() if n]
+    n_max = max((n for n, _c in counted), default=0)
     top = n_max if max_k is None else min(max_k, n_max)
+    pass_k = [
+        PassAtK(k=k, label=task.label(k), estimate=_pass_at_k(counted, k))
+        for k in range(1, top + 1)
+    ]
+    lower = cells.lower_bound()
+    headline = pass_k[0].estimate.mean if pass_k else None
     return TaskMetric(
         key=task.key,
         label=task.label(1),
         domain=task.domain,
-        trials=sum(len(o) for o in outcomes),
-        passed=sum(sum(o) for o in outcomes),
-        scenarios=len(outcomes),
-        pass_at_k=[
-            PassAtK(k=k, label=task.label(k), estimate=pass_at_k_estimate(outcomes, k))
-            for k in range(1, top + 1)
-        ],
+        trials=cells.trials(),
+        passed=cells.passed(),
+        scenarios=len(counted),
+        pass_at_k=pass_k,
+        errored=cells.errored(),
+        lower_bound=lower,
+        lower_bound_differs=cells.errored() > 0 and _differs(headline, lower.mean),
     )
 
 
-def _resolution(domain: Domain, counted: Sequence[TrialRecord]) -> ResolutionRate:
-    label, outcome = RESOLUTION[domain]
-    groups = _by_scenario([r for r in counted if r.domain == domain])
-    outcomes = [[_passes(r, outcome) for r in g] for g in groups.values()]
+def _resolution(domain: Domain, cells: _Cells) -> ResolutionRate:
+    label, _needs = RESOLUTION[domain]
+    rate = estimate(list(cells.rates().values()))
+    lower = cells.lower_bound()
     return ResolutionRate(
         domain=domain,
         label=label,
-        estimate=estimate([sum(o) / len(o) for o in outcomes]),
-        trials=sum(len(o) for o in outcomes),
-        resolved=sum(sum(o) for o in outcomes),
+        estimate=rate,
+        trials=cells.trials(),
+        resolved=cells.passed(),
+        errored=cells.errored(),
+        lower_bound=lower,
+        lower_bound_differs=cells.errored() > 0 and _differs(rate.mean, lower.mean),
     )
 
 
 def _mean_metric(
     key: str,
     label: str,
-    domain: Domain,
-    counted: Sequence[TrialRecord],
+    task: TaskDefinition,
+    counted: Sequence[_Trial],
     value: Callable[[TrialScores | None], float],
 ) -> MeanMetric:
-    groups = _by_scenario([r for r in counted if r.domain == domain])
-    per_scenario = [math.fsum(value(r.scores) for r in g) / len(g) for g in groups.values()]
+    groups: dict[ScenarioKey, list[float]] = {}
+    for t in counted:
+        groups.setdefault(t.key, []).append(value(t.record.scores))
     return MeanMetric(
         key=key,
         label=label,
-        domain=domain,
-        estimate=estimate(per_scenario),
+        domain=task.domain,
+        estimate=estimate([_mean(g) for g in groups.values()]),
         trials=sum(len(g) for g in groups.values()),
     )
-
-
-def _fl(s: TrialScores | None) -> float:
-    return s.diagnosis.fl_ntam if s and s.diagnosis else 0.0
-
-
-def _fpc(s: TrialScores | None) -> float:
-    return s.diagnosis.fpc_ntam if s and s.diagnosis else 0.0
-
-
-def _proximity(field: str) -> Callable[[TrialScores | None], float]:
-    def value(s: TrialScores | None) -> float:
-        return float(getattr(s.finops, field)) if s and s.finops else 0.0
-
-    return value
-
-
-MEANS: tuple[tuple[str, str, Domain, Callable[[TrialScores | None], float]], ...] = (
-    (
-        "sre.fl_ntam",
-        "SRE fault-localization NTAM (root-cause entities; 1 = perfect)",
-        Domain.SRE,
-        _fl,
-    ),
-    (
-        "sre.fpc_ntam",
-        "SRE fault-propagation-chain NTAM (every chain entity; 1 = perfect)",
-        Domain.SRE,
-        _fpc,
-    ),
-    (
-        "finops.cost_proximity",
-        "FinOps proximity to optimal cost (1 = optimal)",
-        Domain.FINOPS,
-        _proximity("cost_proximity"),
-    ),
-    (
-        "finops.cpu_proximity",
-        "FinOps proximity to optimal CPU requests (1 = optimal)",
-        Domain.FINOPS,
-        _proximity("cpu_proximity"),
-    ),
-    (
-        "finops.memory_proximity",
-        "FinOps proximity to optimal memory requests (1 = optimal)",
-        Domain.FINOPS,
-        _proximity("memory_proximity"),
-    ),
-    (
-        "finops.efficiency_proximity",
-        "FinOps proximity to optimal CPU efficiency, usage / requests (1 = optimal)",
-        Domain.FINOPS,
-        _proximity("efficiency_proximity"),
-    ),
-)
-"""Mean scores: key, label, persona, per-trial value (0 for a trial without that score)."""
-
-
-def _ttd(s: TrialScores | None) -> float | None:
-    return s.diagnosis.ttd_seconds if s and s.diagnosis and s.diagnosis.passed else None
-
-
-def _ttr(s: TrialScores | None) -> float | None:
-    return s.mitigation.ttr_seconds if s and s.mitigation and s.mitigation.passed else None
-
-
-def _ttp(s: TrialScores | None) -> float | None:
-    return s.posture.ttp_seconds if s and s.posture and s.posture.passed else None
-
-
-TIMINGS: tuple[tuple[str, str, Domain, Callable[[TrialScores | None], float | None]], ...] = (
-    ("sre.mttd", "SRE mean time to diagnosis, seconds (correct diagnoses only)", Domain.SRE, _ttd),
-    ("sre.mttr", "SRE mean time to repair, seconds (passed mitigations only)", Domain.SRE, _ttr),
-    ("ciso.ttp", "CISO mean time to process, seconds (passed assessments only)", Domain.CISO, _ttp),
-)
-"""Mean times over successful trials: key, label, persona, per-trial time (None if no success)."""
 
 
 def _timing(
     key: str,
     label: str,
-    domain: Domain,
-    counted: Sequence[TrialRecord],
+    task: TaskDefinition,
+    counted: Sequence[_Trial],
     value: Callable[[TrialScores | None], float | None],
 ) -> TimingMetric:
-    trials = [r for r in counted if r.domain == domain]
-    mean, successes = mean_time(value(r.scores) for r in trials)
+    mean, successes = mean_time(value(t.record.scores) for t in counted)
     return TimingMetric(
         key=key,
         label=label,
-        domain=domain,
+        domain=task.domain,
         mean_seconds=mean,
         successes=successes,
-        trials=len(trials),
+        trials=len(counted),
     )
 
 
-def _domains(records: Sequence[TrialRecord]) -> list[Domain]:
-    present = {r.domain for r in records}
-    return [d for d in Domain if d in present]
+@dataclass(frozen=True)
+class _Metrics:
+    """Tasks, resolution rates and the per-scenario pass@1 comparisons pair on."""
+
+    tasks: list[TaskMetric]
+    resolution: list[ResolutionRate]
+    rates: dict[str, dict[ScenarioKey, float]]
 
 
-def _breakdowns(records: Sequence[TrialRecord]) -> list[Breakdown]:
-    dimensions: list[tuple[str, Callable[[TrialRecord], str]]] = [
-        ("domain", lambda r: r.domain.value),
-        ("class", lambda r: r.scenario_class),
-        ("complexity", lambda r: r.complexity.value if r.complexity else "Unknown"),
-        ("traces", lambda r: "traces-on" if r.traces_enabled else "traces-off"),
-    ]
+def _metrics(trials: Sequence[_Trial], max_k: int | None) -> _Metrics:
+    cells, resolution = _tally(trials)
+    present = [t for t in TASKS if t.key in cells]
+    return _Metrics(
+        tasks=[_task_metric(t, cells[t.key], max_k) for t in present],
+        resolution=[_resolution(d, resolution[d]) for d in Domain if d in resolution],
+        rates={t.key: cells[t.key].rates() for t in present},
+    )
+
+
+def _breakdowns(trials: Sequence[_Trial]) -> list[Breakdown]:
     result: list[Breakdown] = []
-    for dimension, key in dimensions:
-        slices: dict[str, list[TrialRecord]] = {}
-        for r in records:
-            slices.setdefault(key(r), []).append(r)
+    for dimension, key in BREAKDOWN_DIMENSIONS:
+        slices: dict[str, list[_Trial]] = {}
+        for t in trials:
+            slices.setdefault(key(t.record), []).append(t)
         for value in sorted(slices):
             members = slices[value]
-            counted = [r for r in members if r.phase != TrialPhase.ERRORED]
-            domains = _domains(members)
+            metrics = _metrics(members, max_k=1)
             result.append(
                 Breakdown.model_validate(
                     {
                         "dimension": dimension,
                         "value": value,
                         "trials": len(members),
-                        "errored": len(members) - len(counted),
-                        "tasks": [
-                            _task_metric(t, counted, max_k=1) for t in TASKS if t.domain in domains
-                        ],
-                        "resolution": [_resolution(d, counted) for d in domains],
+                        "errored": sum(1 for t in members if not t.counted),
+                        "tasks": metrics.tasks,
+                        "resolution": metrics.resolution,
                     }
                 )
             )
     return result
+
+
+def _errored_bucket(trials: Sequence[_Trial]) -> ErroredBucket:
+    errored = [t.record for t in trials if not t.counted]
+    return ErroredBucket(
+        count=len(errored),
+        reasons=dict(sorted(Counter(r.reason or "Unknown" for r in errored).items())),
+        trials=[
+            ErroredTrial(
+                trial=r.trial, scenario=r.scenario, reason=r.reason or "Unknown", agent=r.agent
+            )
+            for r in errored
+        ],
+    )
+
+
+def _failures(trials: Sequence[_Trial]) -> dict[str, int]:
+    reasons = Counter(
+        t.record.reason or "Unknown" for t in trials if t.record.phase == TrialPhase.FAILED
+    )
+    return dict(sorted(reasons.items()))
+
+
+def _collateral(trials: Sequence[_Trial]) -> CollateralSummary:
+    counted = [t.record for t in trials if t.counted]
+    listed: list[TrialCollateral] = []
+    kinds: Counter[str] = Counter()
+    disqualifying = 0
+    for r in counted:
+        changes = r.scores.collateral if r.scores is not None else []
+        if not changes:
+            continue
+        listed.append(TrialCollateral(trial=r.trial, scenario=r.scenario, changes=changes))
+        kinds.update(c.change.value for c in changes)
+        disqualifying += any(c.disqualifying for c in changes)
+    total = sum(kinds.values())
+    return CollateralSummary(
+        trials=len(counted),
+        changes=total,
+        mean_per_trial=total / len(counted) if counted else None,
+        disqualifying_trials=disqualifying,
+        disqualifying_share=disqualifying / len(counted) if counted else None,
+        by_kind=dict(sorted(kinds.items())),
+        per_trial=listed,
+    )
+
+
+def _agent_result(agent: str, trials: Sequence[_Trial]) -> tuple[AgentResult, _Metrics]:
+    metrics = _metrics(trials, max_k=None)
+    present = {t.key for t in metrics.tasks}
+    scores: list[MeanMetric] = []
+    timings: list[TimingMetric] = []
+    for key, label, task_key, mean_value in MEANS:
+        if task_key in present:
+            with_task = [t for t in trials if t.counted and task_key in t.tasks]
+            scores.append(_mean_metric(key, label, TASKS_BY_KEY[task_key], with_task, mean_value))
+    for key, label, task_key, time_value in TIMINGS:
+        if task_key in present:
+            with_task = [t for t in trials if t.counted and task_key in t.tasks]
+            timings.append(_timing(key, label, TASKS_BY_KEY[task_key], with_task, time_value))
+    records = [t.record for t in trials]
+    result = AgentResult(
+        agent=agent,
+        runs=sorted({r.run for r in records}),
+        trials=len(records),
+        succeeded=sum(1 for r in records if r.phase == TrialPhase.SUCCEEDED),
+        failed=sum(1 for r in records if r.phase == TrialPhase.FAILED),
+        failures=_failures(trials),
+        errored=_errored_bucket(trials),
+        tasks=metrics.tasks,
+        scores=scores,
+        timings=timings,
+        resolution=metrics.resolution,
+        collateral=_collateral(trials),
+        lower_bound_differs=any(t.lower_bound_differs for t in metrics.tasks)
+        or any(r.lower_bound_differs for r in metrics.resolution),
+        breakdowns=_breakdowns(trials),
+    )
+    return result, metrics
+
+
+def _by_agent(trials: Sequence[_Trial]) -> dict[str, list[_Trial]]:
+    groups: dict[str, list[_Trial]] = {}
+    for t in trials:
+        groups.setdefault(t.record.agent, []).append(t)
+    return groups
+
+
+def _columns(results: Iterable[AgentResult]) -> list[TableColumn]:
+    keys = {t.key for r in results for t in r.tasks}
+    return [
+        TableColumn(key=t.key, label=t.label(1), domain=t.domain) for t in TASKS if t.key in keys
+    ]
+
+
+def _comparisons(
+    sides: Sequence[tuple[str, AgentResult, _Metrics]],
+    pairs: Iterable[tuple[int, int]],
+) -> list[PairwiseComparison]:
+    out: list[PairwiseComparison] = []
+    for i, j in pairs:
+        name_a, _result_a, metrics_a = sides[i]
+        name_b, _result_b, metrics_b = sides[j]
+        for task in TASKS:
+            rates_a = metrics_a.rates.get(task.key)
+            rates_b = metrics_b.rates.get(task.key)
+            if not rates_a or not rates_b:
+                continue
+            comparison = paired_comparison(
+                task.key, task.label(1), name_a, name_b, rates_a, rates_b
+            )
+            if comparison.scenarios:
+                out.append(comparison)
+    return out
 
 
 def build_report(
@@ -356,24 +450,41 @@ def build_report(
     *,
     agent: str,
     created_at: datetime,
+    pooled: bool = False,
 ) -> Report:
-    """Aggregate trial records into a report.
+    """Aggregate trial records into a report with one result per agent.
 
     Args:
-        records: Finished trials (Succeeded, Failed or Errored).
+        records: Finished trials (Succeeded, Failed or Errored) of one or more agents.
         profile: The evaluation profile the scores were (re)computed with; its id is stored.
-        agent: The agent benchmarked.
+        agent: The agent benchmarked (several: their names, comma-separated).
         created_at: When the report is computed (passed in: the core reads no clock).
+        pooled: Also pool every agent's trials into the top-level metrics.
 
     Returns:
-        pass@k for k = 1..n per task (mean and standard error across scenarios), mean NTAM and
-        FinOps proximities, MTTD/MTTR/TTP over successful trials, one end-to-end resolution
-        rate per persona, breakdowns by domain, class, complexity and traces on/off, and the
-        Errored bucket. Only personas with trials appear.
+        Per agent (in the order they appear): pass@k for k = 1..n per task (mean and standard
+        error across scenarios) with its lower bound (Errored trials as failures), mean NTAM
+        and FinOps proximities, MTTD/MTTR/TTP over successful trials, one end-to-end
+        resolution rate per persona, collateral changes, failures by reason, breakdowns by
+        domain, class, complexity and traces on/off, and the Errored bucket; paired comparisons
+        of every two agents per task; the main table's columns. The top-level metrics are the
+        only agent's, pooled when asked for, else empty. Only tasks with trials appear.
     """
-    counted = [r for r in records if r.phase != TrialPhase.ERRORED]
-    errored = [r for r in records if r.phase == TrialPhase.ERRORED]
-    domains = _domains(records)
+    trials = [_prepare(r) for r in records]
+    groups = _by_agent(trials)
+    sides = [(name, *_agent_result(name, members)) for name, members in groups.items()]
+    results = [result for _name, result, _metrics in sides]
+    if len(results) == 1:
+        only = results[0]
+        top_tasks, top_scores, top_timings = only.tasks, only.scores, only.timings
+        top_resolution, top_breakdowns = only.resolution, only.breakdowns
+    elif pooled and results:
+        everyone, _metrics = _agent_result(agent, trials)
+        top_tasks, top_scores, top_timings = everyone.tasks, everyone.scores, everyone.timings
+        top_resolution, top_breakdowns = everyone.resolution, everyone.breakdowns
+    else:
+        top_tasks, top_scores, top_timings, top_resolution, top_breakdowns = [], [], [], [], []
+    pairs = [(i, j) for i in range(len(sides)) for j in range(i + 1, len(sides))]
     return Report(
         profile=profile.id,
         agent=agent,
@@ -382,50 +493,115 @@ def build_report(
         trials=len(records),
         succeeded=sum(1 for r in records if r.phase == TrialPhase.SUCCEEDED),
         failed=sum(1 for r in records if r.phase == TrialPhase.FAILED),
-        errored=ErroredBucket(
-            count=len(errored),
-            reasons=dict(sorted(Counter(r.reason or "Unknown" for r in errored).items())),
-            trials=[
-                ErroredTrial(trial=r.trial, scenario=r.scenario, reason=r.reason or "Unknown")
-                for r in errored
-            ],
-        ),
-        tasks=[_task_metric(t, counted, max_k=None) for t in TASKS if t.domain in domains],
-        scores=[
-            _mean_metric(key, label, domain, counted, value)
-            for key, label, domain, value in MEANS
-            if domain in domains
-        ],
-        timings=[
-            _timing(key, label, domain, counted, value)
-            for key, label, domain, value in TIMINGS
-            if domain in domains
-        ],
-        resolution=[_resolution(d, counted) for d in domains],
-        breakdowns=_breakdowns(records),
+        failures=_failures(trials),
+        errored=_errored_bucket(trials),
+        tasks=top_tasks,
+        scores=top_scores,
+        timings=top_timings,
+        resolution=top_resolution,
+        breakdowns=top_breakdowns,
+        pooled=pooled and len(results) > 1,
+        columns=_columns(results),
+        agents=results,
+        comparisons=_comparisons(sides, pairs),
+        lower_bound_differs=any(r.lower_bound_differs for r in results),
     )
 
 
-def _pass1(report: Report, key: str) -> float | None:
-    task = report.task(key)
+class NothingToCompareError(ValueError):
+    """Two runs have no pair of agents to compare; the message says how to pick one."""
+
+
+def compare_runs(
+    a: Sequence[TrialRecord],
+    b: Sequence[TrialRecord],
+    profile: EvaluationProfile,
+    *,
+    created_at: datetime,
+    sources: tuple[str, str] = ("A", "B"),
+    agents: tuple[str, str] | None = None,
+) -> RunComparison:
+    """Compare two runs: one result per (run, agent) and, per compared pair, A minus B per task.
+
+    The pairs are `agents` when given (an agent of A, one of B); otherwise every agent both
+    runs have; otherwise, when each run has one agent, those two. Scenarios pair by name and
+    traces on/off, as within a report.
+
+    Args:
+        a: Trial records of run A.
+        b: Trial records of run B.
+        profile: The evaluation profile both are aggregated under.
+        created_at: When the comparison is computed.
+        sources: Where each side's records came from (for labels).
+        agents: The agent of A and the agent of B to compare.
+
+    Raises:
+        NothingToCompareError: A named agent has no trials, or no pair can be chosen.
+    """
+    side_a = {name: _agent_result(name, g) for name, g in _by_agent(list(map(_prepare, a))).items()}
+    side_b = {name: _agent_result(name, g) for name, g in _by_agent(list(map(_prepare, b))).items()}
+    if agents is not None:
+        for name, side, label in ((agents[0], side_a, sources[0]), (agents[1], side_b, sources[1])):
+            if name not in side:
+                known = ", ".join(side) or "none"
+                raise NothingToCompareError(
+                    f"{label}: no trials of agent {name!r} (agents: {known})"
+                )
+        chosen = [agents]
+    else:
+        chosen = [(n, n) for n in side_a if n in side_b]
+        if not chosen and len(side_a) == 1 and len(side_b) == 1:
+            chosen = [(next(iter(side_a)), next(iter(side_b)))]
+    if not chosen:
+        raise NothingToCompareError(
+            f"no agent is in both runs ({sources[0]}: {', '.join(side_a) or 'none'}; "
+            f"{sources[1]}: {', '.join(side_b) or 'none'}); name one of each with --agent-a "
+            "and --agent-b"
+        )
+    sides: list[tuple[str, AgentResult, _Metrics]] = []
+    pairs: list[tuple[int, int]] = []
+    for name_a, name_b in chosen:
+        sides.append((f"A:{name_a}", *side_a[name_a]))
+        sides.append((f"B:{name_b}", *side_b[name_b]))
+        pairs.append((len(sides) - 2, len(sides) - 1))
+    results_a = [r for r, _m in side_a.values()]
+    results_b = [r for r, _m in side_b.values()]
+    return RunComparison(
+        profile=profile.id,
+        created_at=created_at,
+        columns=_columns([*results_a, *results_b]),
+        a=ComparedRun(
+            label="A", source=sources[0], runs=sorted({r.run for r in a}), agents=results_a
+        ),
+        b=ComparedRun(
+            label="B", source=sources[1], runs=sorted({r.run for r in b}), agents=results_b
+        ),
+        comparisons=_comparisons(sides, pairs),
+    )
+
+
+def _pass1(source: AgentResult | Report, key: str) -> float | None:
+    task = source.task(key)
     if task is None or not task.pass_at_k:
         return None
     return task.pass_at_k[0].estimate.mean
 
 
 def headline(report: Report) -> RunSummary:
-    """The report's headline numbers for a BenchmarkRun's status.
+    """The report's headline numbers for a BenchmarkRun's status (its only agent's, else the
+    top-level numbers).
 
     The resolution rate is that of the persona with the most trials (SRE first on a tie).
     """
-    fl = report.score("sre.fl_ntam")
-    fpc = report.score("sre.fpc_ntam")
-    mttd = report.timing("sre.mttd")
-    mttr = report.timing("sre.mttr")
-    main = max(report.resolution, key=lambda r: r.trials, default=None)
+    source: AgentResult | Report = report.agents[0] if len(report.agents) == 1 else report
+    fl = source.score("sre.fl_ntam")
+    fpc = source.score("sre.fpc_ntam")
+    mttd = source.timing("sre.mttd")
+    mttr = source.timing("sre.mttr")
+    main = max(source.resolution, key=lambda r: r.trials, default=None)
     return RunSummary(
-        diagnosis_pass_at_1=_pass1(report, "sre.diagnosis"),
-        mitigation_pass_at_1=_pass1(report, "sre.mitigation"),
+        diagnosis_pass_at_1=_pass1(source, SRE_DIAGNOSIS),
+        mitigation_pass_at_1=_pass1(source, SRE_MITIGATION),
         fl_ntam=fl.estimate.mean if fl else None,
         fpc_ntam=fpc.estimate.mean if fpc else None,
         mttd_seconds=mttd.mean_seconds if mttd else None,
