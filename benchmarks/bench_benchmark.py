@@ -60,14 +60,19 @@ def run() -> list[Figure]:
         Figure("benchmark.idle_core_wall_estimate", cpu / workers, "s"),
         Figure("benchmark.errored", float(report.errored.count), "trials"),
     ]
-    for task in report.tasks:
-        if task.pass_at_k:
-            mean = task.pass_at_k[0].estimate.mean
-            figures.append(Figure(f"heuristic.{task.key}.pass_at_1", mean or 0.0, "ratio"))
-    for rate in report.resolution:
-        key = rate.domain.value.lower() if rate.domain != Domain.FINOPS else "finops"
-        figures.append(Figure(f"heuristic.{key}.resolution", rate.estimate.mean or 0.0, "ratio"))
-    for timing in report.timings:
-        if timing.mean_seconds is not None:
-            figures.append(Figure(f"heuristic.{timing.key}", timing.mean_seconds, "s"))
+    # One result per agent; the heuristic agents cover different personas, so task keys are
+    # unique across them.
+    for result in report.agents:
+        for task in result.tasks:
+            if task.pass_at_k:
+                mean = task.pass_at_k[0].estimate.mean
+                figures.append(Figure(f"heuristic.{task.key}.pass_at_1", mean or 0.0, "ratio"))
+        for rate in result.resolution:
+            key = rate.domain.value.lower() if rate.domain != Domain.FINOPS else "finops"
+            figures.append(
+                Figure(f"heuristic.{key}.resolution", rate.estimate.mean or 0.0, "ratio")
+            )
+        for timing in result.timings:
+            if timing.mean_seconds is not None:
+                figures.append(Figure(f"heuristic.{timing.key}", timing.mean_seconds, "s"))
     return figures

@@ -1,4 +1,5 @@
-"""Scoring speed: FPC-NTAM on a 10,000-entity topology and a 1,000-trial report aggregation."""
+"""Scoring speed: FPC-NTAM on a 10,000-entity topology and the report over 1,000 trials (one
+agent, and three agents with their breakdowns and pairwise comparisons)."""
 
 from __future__ import annotations
 
@@ -143,6 +144,16 @@ def records(n: int = 1000, seed: int = 11) -> list[TrialRecord]:
     return out
 
 
+def three_agents(n: int = 1000) -> list[TrialRecord]:
+    """n trials of three agents over the same scenarios (each its own outcomes)."""
+    out: list[TrialRecord] = []
+    for i in range(3):
+        share = n // 3 + (1 if i < n % 3 else 0)
+        for r in records(share, seed=11 + i):
+            out.append(r.model_copy(update={"agent": f"agent-{i}", "trial": f"{r.trial}-{i}"}))
+    return out
+
+
 def run() -> list[Figure]:
     """Measure NTAM on the large topology and the aggregation of 1,000 trials."""
     topology = big_topology()
@@ -165,10 +176,15 @@ def run() -> list[Figure]:
     agg_s = median_seconds(
         lambda: build_report(trials, DEFAULT_PROFILE, agent="bench-agent", created_at=created)
     )
+    several = three_agents()
+    agents_s = median_seconds(
+        lambda: build_report(several, DEFAULT_PROFILE, agent="three", created_at=created)
+    )
     return [
         Figure("scoring: topology entities", float(len(topology)), "count"),
         Figure("scoring: FPC-NTAM, 50 predicted, 10k entities", ntam_s * 1000, "ms", 50.0),
         Figure("scoring: FPC-NTAM, first call on a fresh topology", cold_s * 1000, "ms"),
         Figure("scoring: full diagnosis score, 50 predicted, 10k", diag_s * 1000, "ms"),
         Figure("scoring: report over 1,000 trials", agg_s * 1000, "ms", 200.0),
+        Figure("scoring: report over 1,000 trials of 3 agents", agents_s * 1000, "ms", 200.0),
     ]
