@@ -19,7 +19,7 @@ from itbench.core.scoring import (
     build_report,
     get_profile,
 )
-from itbench.core.scoring.aggregate import NothingToCompareError, compare_runs
+from itbench.core.scoring.runs import NothingToCompareError, compare_runs
 from itbench.reports import (
     TrialRecordError,
     load_trial_records,

@@ -112,13 +112,17 @@ def _print_table(console: Console, table: Table) -> None:
     if not table.rows:
         return
     out = RichTable(title=table.title, box=box.SIMPLE_HEAD, title_justify="left")
-    for i, header in enumerate(table.headers):
-        out.add_column(header, justify="left" if i < 1 else "right", overflow="fold")
+    for i, header in enumerate(table.short or table.headers):
+        if i == 0:
+            out.add_column(header, no_wrap=True)
+        else:
+            out.add_column(header, justify="right", overflow="fold")
     for row in table.rows:
         out.add_row(*row)
     console.print(out)
-    if table.note:
-        console.print(table.note, style="dim")
+    for line in [*table.legend(), table.note]:
+        if line:
+            console.print(line, style="dim")
 
 
 def print_result(result: BenchmarkResult, console: Console) -> None:

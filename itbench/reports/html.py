@@ -27,6 +27,7 @@ from itbench.reports.tables import (
     pass_at_k_rows,
     pct_estimate,
     scores_table,
+    short_label,
     task_cell,
 )
 
@@ -100,7 +101,7 @@ def main_table_html(report: Report) -> str:
 
 def _task_chart(report: Report) -> str:
     agents = [a.agent for a in report.agents]
-    categories = [c.label.split(" (")[0] for c in report.columns]
+    categories = [short_label(c.label) for c in report.columns]
     cells = {
         (category, result.agent): task_cell(result.task(column.key))
         for category, column in zip(categories, report.columns, strict=True)
@@ -126,7 +127,7 @@ def _dimension_charts(report: Report, dimension: str) -> list[tuple[TableColumn,
         used = [v for v in slices if any((v, a) in cells for a in agents)]
         if not used:
             continue
-        title = f"{column.label.split(' (')[0]}, {DIMENSION_TITLES[dimension].lower()}"
+        title = f"{short_label(column.label)}, {DIMENSION_TITLES[dimension].lower()}"
         charts.append((column, bar_chart(title, used, agents, cells)))
     return charts
 

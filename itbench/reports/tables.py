@@ -142,12 +142,52 @@ class Row:
 
 @dataclass(frozen=True)
 class Table:
-    """A table of display text: headers, rows and a note under it."""
+    """A table of display text: headers, rows and a note under it.
+
+    Attributes:
+        title: The table's title.
+        headers: Full headers, each naming what its column measures.
+        rows: Cells of text.
+        note: A line under the table.
+        short: Short headers for narrow output (a terminal), same length as `headers`; empty
+            when the full ones are short already.
+    """
 
     title: str
     headers: list[str]
     rows: list[list[str]]
     note: str = ""
+    short: list[str] = field(default_factory=list)
+
+    def legend(self) -> list[str]:
+        """What each abbreviated header stands for: the full header when it extends the short
+        one, else `short: full`."""
+        if not self.short:
+            return []
+        return [
+            h if h.startswith(s) else f"{s}: {h}"
+            for s, h in zip(self.short, self.headers, strict=True)
+            if s != h
+        ]
+
+
+SHORT_NAMES = {
+    "sre.fl_ntam": "SRE FL-NTAM",
+    "sre.fpc_ntam": "SRE FPC-NTAM",
+    "finops.cost_proximity": "FinOps cost prox.",
+    "finops.cpu_proximity": "FinOps CPU prox.",
+    "finops.memory_proximity": "FinOps memory prox.",
+    "finops.efficiency_proximity": "FinOps efficiency prox.",
+    "sre.mttd": "SRE MTTD",
+    "sre.mttr": "SRE MTTR",
+    "ciso.ttp": "CISO TTP",
+}
+"""Short headers of the mean scores and times, by key."""
+
+
+def short_label(label: str) -> str:
+    """A label without its parenthesised definition: `SRE diagnosis pass@1`."""
+    return label.split(" (")[0]
 
 
 def _trials(result: AgentResult) -> str:
@@ -203,7 +243,14 @@ def main_table(columns: Sequence[TableColumn], agents: Sequence[AgentResult]) ->
     )
     if any(a.lower_bound_differs for a in agents):
         note += " " + FLAG_NOTE
-    return Table("Agents by task (pass@1)", headers, rows, note)
+    short = [
+        "Agent",
+        "Trials",
+        *(short_label(c.label) for c in columns),
+        "Collateral / trial",
+        "Disqualifying",
+    ]
+    return Table("Agents by task (pass@1)", headers, rows, note, short)
 
 
 def scores_table(report: Report) -> Table:
@@ -224,6 +271,12 @@ def scores_table(report: Report) -> Table:
         *score_keys.values(),
         *timing_keys.values(),
     ]
+    short = [
+        "Agent",
+        *(f"{d.value} resolution" for d in rate_labels),
+        *(SHORT_NAMES.get(k, v) for k, v in score_keys.items()),
+        *(SHORT_NAMES.get(k, v) for k, v in timing_keys.items()),
+    ]
     rows = []
     for result in report.agents:
         row = [result.agent]
@@ -243,6 +296,7 @@ def scores_table(report: Report) -> Table:
         rows,
         "Resolution: every task of the persona passed in the same trial. Times are means over "
         "successful trials (successes/trials); inf without any.",
+        short,
     )
 
 
@@ -319,7 +373,7 @@ def comparison_row(c: PairwiseComparison) -> list[str]:
     if c.ci_low is not None and c.ci_high is not None:
         verdict = "A higher" if c.ci_low > 0 else "B higher" if c.ci_high < 0 else "no difference"
     return [
-        c.label.split(" (")[0],
+        short_label(c.label),
         c.a,
         c.b,
         str(c.scenarios),
@@ -371,7 +425,7 @@ def breakdown_table(report: Report, dimension: str) -> Table:
         "Slice",
         "Agent",
         "Trials (errored)",
-        *(c.label.split(" (")[0] for c in report.columns),
+        *(short_label(c.label) for c in report.columns),
         *(f"{d.value} resolution" for d in rate_domains),
     ]
     rows = []

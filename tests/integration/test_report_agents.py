@@ -4,19 +4,25 @@ page reads at 600 px and shows its main table without JavaScript."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from itbench.catalog_files import load_catalog
+from itbench.cli.run import print_result
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.report import Report
+from itbench.core.scoring.aggregate import build_report
+from itbench.core.scoring.profile import DEFAULT_PROFILE
 from itbench.execution.embedded import BenchmarkOptions, BenchmarkResult, run_benchmark
 
 ROOT = Path(__file__).parents[2]
@@ -261,3 +267,41 @@ def test_without_javascript_the_page_still_shows_the_main_table(
     page = parse(dom)
     assert [r["data-agent"] for r in page.having("tr") if "data-agent" in r] == NAMES
     assert 'id="chart-tasks"' in dom
+
+
+def printed(result: BenchmarkResult) -> str:
+    out = io.StringIO()
+    print_result(result, Console(file=out, width=200, color_system=None))
+    return out.getvalue()
+
+
+def test_the_cli_table_has_one_row_per_agent_and_one_column_per_task(
+    run: BenchmarkResult,
+) -> None:
+    text = printed(run)
+    table = text.split("Agents by task (pass@1)")[1].split("pass@1 ± standard error")[0]
+    header = next(line for line in table.splitlines() if "Agent" in line)
+    assert "SRE diagnosis pass@1" in header and "SRE false alarm pass@1" in header
+    rows = [
+        line.split()[0] for line in table.splitlines() if line.split()[:1] in ([n] for n in NAMES)
+    ]
+    assert rows == NAMES
+    assert "SRE diagnosis pass@1 (root cause named)" in text, "the legend names what passes"
+    assert "Pairwise comparisons (same scenarios)" in text
+    assert "By scenario class" in text and "Traces on / off" in text
+    assert "Flagged:" not in text, "no Errored trial changes a number here"
+
+
+def test_the_cli_flags_a_run_whose_errored_trials_change_pass_at_1(
+    run: BenchmarkResult,
+) -> None:
+    victim = next(r for r in run.records if r.agent == "heuristic-sre" and r.scores is not None)
+    records = [
+        r.model_copy(update={"phase": "Errored", "reason": "FaultDidNotManifest", "scores": None})
+        if r.trial == victim.trial
+        else r
+        for r in run.records
+    ]
+    report = build_report(records, DEFAULT_PROFILE, agent="three", created_at=run.report.created_at)
+    text = printed(replace(run, records=records, report=report))
+    assert "Flagged:" in text and "⚑" in text

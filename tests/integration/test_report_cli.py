@@ -313,3 +313,20 @@ def test_compare_names_the_agents_of_each_side(two_runs: tuple[Path, Path], tmp_
         report_group, ["compare", str(a), str(b), "--agent-a", "x", "--agent-b", "null"]
     )
     assert missing.exit_code == 2 and "no trials of agent 'x'" in missing.output
+
+
+def test_a_run_whose_errored_trials_change_pass_at_1_is_flagged(tmp_path: Path) -> None:
+    records = [record("a", 0, True), record("a", 1, False, phase=TrialPhase.ERRORED)]
+    path = tmp_path / "trials.jsonl"
+    save_trial_records(records, path)
+    markdown = CliRunner().invoke(report_group, ["recompute", "--trials", str(path)])
+    assert markdown.exit_code == 0, markdown.output
+    assert "- **Flagged:** ⚑: Errored trials change this number" in markdown.output
+    assert "| 100.0 % (≥ 50.0 %) ⚑ |" in markdown.output
+    wire = json.loads(
+        CliRunner()
+        .invoke(report_group, ["recompute", "--trials", str(path), "--output", "json"])
+        .output
+    )
+    assert wire["lowerBoundDiffers"] is True
+    assert wire["agents"][0]["tasks"][0]["lowerBound"]["mean"] == 0.5

@@ -25,7 +25,6 @@ from itbench.core.models.report import (
     AgentResult,
     Breakdown,
     CollateralSummary,
-    ComparedRun,
     ErroredBucket,
     ErroredTrial,
     Estimate,
@@ -34,7 +33,6 @@ from itbench.core.models.report import (
     PassAtK,
     Report,
     ResolutionRate,
-    RunComparison,
     TableColumn,
     TaskMetric,
     TimingMetric,
@@ -59,12 +57,14 @@ from itbench.core.tasks import DOMAIN_TASKS, SRE_DIAGNOSIS, SRE_MITIGATION
 
 __all__ = [
     "TASKS",
-    "NothingToCompareError",
+    "AgentSide",
+    "agent_sides",
     "build_report",
-    "compare_runs",
     "estimate",
     "headline",
+    "pairwise",
     "pass_at_k_estimate",
+    "table_columns",
 ]
 
 
@@ -416,28 +416,59 @@ def _by_agent(trials: Sequence[_Trial]) -> dict[str, list[_Trial]]:
     return groups
 
 
-def _columns(results: Iterable[AgentResult]) -> list[TableColumn]:
+@dataclass(frozen=True)
+class AgentSide:
+    """One agent's result and its pass@1 per scenario and task, which comparisons pair on.
+
+    Attributes:
+        name: How the side is named in comparisons (the agent, or `A:<agent>` across runs).
+        result: The agent's result.
+        rates: Per task key, pass@1 per scenario with counted trials.
+    """
+
+    name: str
+    result: AgentResult
+    rates: dict[str, dict[ScenarioKey, float]]
+
+    def renamed(self, name: str) -> AgentSide:
+        """The same side under another name."""
+        return AgentSide(name, self.result, self.rates)
+
+
+def agent_sides(records: Sequence[TrialRecord]) -> list[AgentSide]:
+    """One side per agent of the records, in the order agents appear."""
+    return _sides([_prepare(r) for r in records])
+
+
+def _sides(trials: Sequence[_Trial]) -> list[AgentSide]:
+    sides = []
+    for name, members in _by_agent(trials).items():
+        result, metrics = _agent_result(name, members)
+        sides.append(AgentSide(name, result, metrics.rates))
+    return sides
+
+
+def table_columns(results: Iterable[AgentResult]) -> list[TableColumn]:
+    """The main table's task columns: every task some agent has, in report order."""
     keys = {t.key for r in results for t in r.tasks}
     return [
         TableColumn(key=t.key, label=t.label(1), domain=t.domain) for t in TASKS if t.key in keys
     ]
 
 
-def _comparisons(
-    sides: Sequence[tuple[str, AgentResult, _Metrics]],
-    pairs: Iterable[tuple[int, int]],
+def pairwise(
+    sides: Sequence[AgentSide], pairs: Iterable[tuple[int, int]]
 ) -> list[PairwiseComparison]:
+    """Side i against side j for each pair, per task both have, on their common scenarios."""
     out: list[PairwiseComparison] = []
     for i, j in pairs:
-        name_a, _result_a, metrics_a = sides[i]
-        name_b, _result_b, metrics_b = sides[j]
+        a, b = sides[i], sides[j]
         for task in TASKS:
-            rates_a = metrics_a.rates.get(task.key)
-            rates_b = metrics_b.rates.get(task.key)
+            rates_a, rates_b = a.rates.get(task.key), b.rates.get(task.key)
             if not rates_a or not rates_b:
                 continue
             comparison = paired_comparison(
-                task.key, task.label(1), name_a, name_b, rates_a, rates_b
+                task.key, task.label(1), a.name, b.name, rates_a, rates_b
             )
             if comparison.scenarios:
                 out.append(comparison)
@@ -471,9 +502,8 @@ def build_report(
         only agent's, pooled when asked for, else empty. Only tasks with trials appear.
     """
     trials = [_prepare(r) for r in records]
-    groups = _by_agent(trials)
-    sides = [(name, *_agent_result(name, members)) for name, members in groups.items()]
-    results = [result for _name, result, _metrics in sides]
+    sides = _sides(trials)
+    results = [side.result for side in sides]
     if len(results) == 1:
         only = results[0]
         top_tasks, top_scores, top_timings = only.tasks, only.scores, only.timings
@@ -501,82 +531,10 @@ def build_report(
         resolution=top_resolution,
         breakdowns=top_breakdowns,
         pooled=pooled and len(results) > 1,
-        columns=_columns(results),
+        columns=table_columns(results),
         agents=results,
-        comparisons=_comparisons(sides, pairs),
+        comparisons=pairwise(sides, pairs),
         lower_bound_differs=any(r.lower_bound_differs for r in results),
-    )
-
-
-class NothingToCompareError(ValueError):
-    """Two runs have no pair of agents to compare; the message says how to pick one."""
-
-
-def compare_runs(
-    a: Sequence[TrialRecord],
-    b: Sequence[TrialRecord],
-    profile: EvaluationProfile,
-    *,
-    created_at: datetime,
-    sources: tuple[str, str] = ("A", "B"),
-    agents: tuple[str, str] | None = None,
-) -> RunComparison:
-    """Compare two runs: one result per (run, agent) and, per compared pair, A minus B per task.
-
-    The pairs are `agents` when given (an agent of A, one of B); otherwise every agent both
-    runs have; otherwise, when each run has one agent, those two. Scenarios pair by name and
-    traces on/off, as within a report.
-
-    Args:
-        a: Trial records of run A.
-        b: Trial records of run B.
-        profile: The evaluation profile both are aggregated under.
-        created_at: When the comparison is computed.
-        sources: Where each side's records came from (for labels).
-        agents: The agent of A and the agent of B to compare.
-
-    Raises:
-        NothingToCompareError: A named agent has no trials, or no pair can be chosen.
-    """
-    side_a = {name: _agent_result(name, g) for name, g in _by_agent(list(map(_prepare, a))).items()}
-    side_b = {name: _agent_result(name, g) for name, g in _by_agent(list(map(_prepare, b))).items()}
-    if agents is not None:
-        for name, side, label in ((agents[0], side_a, sources[0]), (agents[1], side_b, sources[1])):
-            if name not in side:
-                known = ", ".join(side) or "none"
-                raise NothingToCompareError(
-                    f"{label}: no trials of agent {name!r} (agents: {known})"
-                )
-        chosen = [agents]
-    else:
-        chosen = [(n, n) for n in side_a if n in side_b]
-        if not chosen and len(side_a) == 1 and len(side_b) == 1:
-            chosen = [(next(iter(side_a)), next(iter(side_b)))]
-    if not chosen:
-        raise NothingToCompareError(
-            f"no agent is in both runs ({sources[0]}: {', '.join(side_a) or 'none'}; "
-            f"{sources[1]}: {', '.join(side_b) or 'none'}); name one of each with --agent-a "
-            "and --agent-b"
-        )
-    sides: list[tuple[str, AgentResult, _Metrics]] = []
-    pairs: list[tuple[int, int]] = []
-    for name_a, name_b in chosen:
-        sides.append((f"A:{name_a}", *side_a[name_a]))
-        sides.append((f"B:{name_b}", *side_b[name_b]))
-        pairs.append((len(sides) - 2, len(sides) - 1))
-    results_a = [r for r, _m in side_a.values()]
-    results_b = [r for r, _m in side_b.values()]
-    return RunComparison(
-        profile=profile.id,
-        created_at=created_at,
-        columns=_columns([*results_a, *results_b]),
-        a=ComparedRun(
-            label="A", source=sources[0], runs=sorted({r.run for r in a}), agents=results_a
-        ),
-        b=ComparedRun(
-            label="B", source=sources[1], runs=sorted({r.run for r in b}), agents=results_b
-        ),
-        comparisons=_comparisons(sides, pairs),
     )
 
 

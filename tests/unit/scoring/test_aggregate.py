@@ -21,15 +21,11 @@ from itbench.core.models.trial import (
     TrialPhase,
     TrialScores,
 )
-from itbench.core.scoring.aggregate import (
-    NothingToCompareError,
-    build_report,
-    compare_runs,
-    headline,
-)
+from itbench.core.scoring.aggregate import build_report, headline
 from itbench.core.scoring.compare import t_quantile
 from itbench.core.scoring.measures import TASKS_BY_KEY
 from itbench.core.scoring.profile import DEFAULT_PROFILE
+from itbench.core.scoring.runs import NothingToCompareError, compare_runs
 from itbench.core.tasks import ALL_TASKS
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
