@@ -12,7 +12,7 @@ text read so far.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.events import (
@@ -104,8 +104,17 @@ _LOADER_BASE: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 PyYAML's own; ITBench composes the nodes either way, so the limits below hold for both."""
 
 
-class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
-    """A safe loader whose nodes are composed here, from parser events, with limits checked."""
+if TYPE_CHECKING:
+    _MixinBase = yaml.SafeLoader
+else:
+    _MixinBase = object
+
+
+class _Bounded(_MixinBase):
+    """A safe loader whose nodes are composed here, from parser events, with limits checked.
+
+    A mixin over a PyYAML loader class (libyaml's or PyYAML's own).
+    """
 
     yaml_implicit_resolvers = _timestamp_free(yaml.SafeLoader.yaml_implicit_resolvers)
 
@@ -119,8 +128,15 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
     # PyYAML's pure-Python scanner looks ahead over every open flow collection and indentation
     # level for each token, so unbounded nesting costs quadratic time before any event comes
     # out; with that scanner the depth limit therefore starts there (libyaml stops at 1000).
+    def _event(self) -> Any:
+        return self.get_event()  # type: ignore[no-untyped-call]
+
+    def _resolve(self, kind: type, value: str | None, implicit: Any) -> str:
+        tag: str = self.resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
+
     def increase_flow_level(self) -> None:
-        super().increase_flow_level()
+        super().increase_flow_level()  # type: ignore[misc]
         if self.flow_level > self.limits.max_depth:
             raise self._limit(f"nesting deeper than {self.limits.max_depth} levels", None)
 
@@ -136,15 +152,15 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
     def documents(self) -> list[object]:
         """Compose and construct every document of the stream, checking the limits."""
         out: list[object] = []
-        self.get_event()  # StreamStartEvent
+        self._event()  # StreamStartEvent
         count = 0
         while not self.check_event(StreamEndEvent):
             count += 1
             if count > self.limits.max_documents:
                 raise YamlError(f"more than {self.limits.max_documents} documents in one text")
-            self.get_event()  # DocumentStartEvent
+            self._event()  # DocumentStartEvent
             node = self._compose(1)
-            self.get_event()  # DocumentEndEvent
+            self._event()  # DocumentEndEvent
             self.node_anchors = {}
             value = self.construct_document(node)
             if value is not None:
@@ -152,7 +168,7 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
         return out
 
     def _compose(self, depth: int) -> Node:
-        event: Any = self.get_event()
+        event: Any = self._event()
         start: Any = event.start_mark  # libyaml's marks and PyYAML's have the same fields
         if isinstance(event, AliasEvent):
             return self._alias(event)
@@ -167,7 +183,7 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
         if isinstance(event, ScalarEvent):
             tag = event.tag
             if tag is None or tag == "!":
-                tag = self.resolve(ScalarNode, event.value, event.implicit)
+                tag = self._resolve(ScalarNode, event.value, event.implicit)
             end: Any = event.end_mark
             node = ScalarNode(tag, event.value, start, end, style=event.style)
             if anchor is not None:
@@ -177,7 +193,7 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
         if isinstance(event, SequenceStartEvent):
             tag = event.tag
             if tag is None or tag == "!":
-                tag = self.resolve(SequenceNode, None, event.implicit)
+                tag = self._resolve(SequenceNode, None, event.implicit)
             items: list[Node] = []
             node = SequenceNode(tag, items, start, None, flow_style=event.flow_style)
             if anchor is not None:
@@ -191,7 +207,7 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
         elif isinstance(event, MappingStartEvent):
             tag = event.tag
             if tag is None or tag == "!":
-                tag = self.resolve(MappingNode, None, event.implicit)
+                tag = self._resolve(MappingNode, None, event.implicit)
             pairs: list[tuple[Node, Node]] = []
             node = MappingNode(tag, pairs, start, None, flow_style=event.flow_style)
             if anchor is not None:
@@ -205,7 +221,7 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
                 self._check_size(size, event.start_mark)
         else:  # pragma: no cover - the parser emits only the events above here
             raise self._limit(f"unexpected {type(event).__name__}", event.start_mark)
-        node.end_mark = self.get_event().end_mark
+        node.end_mark = self._event().end_mark
         self.sizes[id(node)] = size
         return node
 
@@ -258,7 +274,7 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
                         key_node.start_mark,
                     )
                 first[key] = key_node.start_mark.line + 1
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)  # type: ignore[arg-type]
         return mapping
 
     def construct_bounded_int(self, node: Node) -> int:
@@ -270,7 +286,7 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
                 f"{self.limits.max_int_digits})",
                 node.start_mark,
             )
-        value: int = self.construct_yaml_int(node)
+        value: int = self.construct_yaml_int(node)  # type: ignore[arg-type]
         return value
 
     def refuse_tag(self, node: Node) -> None:
@@ -283,9 +299,18 @@ class _BoundedLoader(_LOADER_BASE):  # type: ignore[misc]
         )
 
 
-_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_bounded_int)
-for _tag in _REFUSED_TAGS:
-    _BoundedLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _BoundedLoader.refuse_tag)
+class _BoundedLoader(_Bounded, _LOADER_BASE):  # type: ignore[misc]
+    """The bounded loader over libyaml's parser (PyYAML's own when libyaml is missing)."""
+
+
+class _PurePythonLoader(_Bounded, yaml.SafeLoader):
+    """The bounded loader over PyYAML's pure-Python parser."""
+
+
+for _cls in (_BoundedLoader, _PurePythonLoader):
+    _cls.add_constructor("tag:yaml.org,2002:int", _cls.construct_bounded_int)
+    for _tag in _REFUSED_TAGS:
+        _cls.add_constructor(f"tag:yaml.org,2002:{_tag}", _cls.refuse_tag)
 
 
 def _marked(exc: yaml.MarkedYAMLError, limits: YamlLimits) -> YamlError:
@@ -303,12 +328,16 @@ def _marked(exc: yaml.MarkedYAMLError, limits: YamlLimits) -> YamlError:
     return YamlError(what, mark.line + 1, mark.column + 1, syntax=syntax)
 
 
-def parse_all(text: str, limits: YamlLimits = DEFAULT_LIMITS) -> list[object]:
+def parse_all(
+    text: str, limits: YamlLimits = DEFAULT_LIMITS, *, pure_python: bool = False
+) -> list[object]:
     """Parse every document of a YAML text within limits; empty documents are skipped.
 
     Args:
         text: The YAML text.
         limits: What the text may hold.
+        pure_python: Use PyYAML's own parser even when libyaml is there (the limits are the
+            same; libyaml is about five times faster).
 
     Returns:
         The documents, as JSON-compatible values (mappings with string keys, lists, scalars).
@@ -320,9 +349,9 @@ def parse_all(text: str, limits: YamlLimits = DEFAULT_LIMITS) -> list[object]:
     if size > limits.max_bytes:
         raise YamlError(f"the text is {size} bytes, more than the {limits.max_bytes} allowed")
     documents: list[object] = []
-    loader: _BoundedLoader | None = None
+    loader: _Bounded | None = None
     try:
-        loader = _BoundedLoader(text, limits)
+        loader = (_PurePythonLoader if pure_python else _BoundedLoader)(text, limits)
         documents = loader.documents()
     except yaml.MarkedYAMLError as exc:
         raise _marked(exc, limits) from None
@@ -342,12 +371,15 @@ def parse_all(text: str, limits: YamlLimits = DEFAULT_LIMITS) -> list[object]:
     return documents
 
 
-def parse_one(text: str, limits: YamlLimits = DEFAULT_LIMITS) -> object:
+def parse_one(
+    text: str, limits: YamlLimits = DEFAULT_LIMITS, *, pure_python: bool = False
+) -> object:
     """Parse a YAML text that holds exactly one (non-empty) document.
 
     Args:
         text: The YAML text.
         limits: What the text may hold.
+        pure_python: Use PyYAML's own parser (see `parse_all`).
 
     Returns:
         The document.
@@ -355,7 +387,7 @@ def parse_one(text: str, limits: YamlLimits = DEFAULT_LIMITS) -> object:
     Raises:
         YamlError: Invalid YAML, a broken limit, or not exactly one document.
     """
-    documents = parse_all(text, limits)
+    documents = parse_all(text, limits, pure_python=pure_python)
     if len(documents) != 1:
         raise DocumentCountError(f"expected one YAML document, found {len(documents)}")
     return documents[0]

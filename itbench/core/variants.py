@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from itbench.core.excerpts import bounded as excerpt_message
 from itbench.core.excerpts import excerpt
 from itbench.core.models.base import LABEL_PREFIX
 from itbench.core.models.scenario import ParameterValue, Scenario, ScenarioParameter, Split
@@ -53,6 +54,7 @@ PARAMETERS_ANNOTATION = f"{LABEL_PREFIX}parameters"
 _TOKEN = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{")
 _REFERENCE = re.compile(r"^([a-z][A-Za-z0-9]{0,62})(?:\.([a-z][A-Za-z0-9]{0,62}))?$")
 _PARAMETERS = TypeAdapter(dict[str, ScenarioParameter])
+_RELATIVE = re.compile(r"^([a-z][A-Za-z]*): (.*)$", re.DOTALL)
 
 Values = dict[str, ParameterValue]
 """One instance's parameter values, by parameter name."""
@@ -316,7 +318,11 @@ def template_problems(doc: Mapping[str, Any]) -> tuple[Template | None, list[tup
         for err in exc.errors():
             loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
             message = str(err["msg"]).removeprefix("Value error, ")
-            problems.append((f"spec.parameters{loc}", message))
+            # A model validator's message may start with the field it is about.
+            relative = _RELATIVE.match(message) if err["type"] == "value_error" else None
+            if relative is not None:
+                loc, message = f"{loc}.{relative.group(1)}", relative.group(2)
+            problems.append((f"spec.parameters{loc}", excerpt_message(message)))
         return None, problems
     problems.extend(_declaration_problems(parameters))
     if not problems:
