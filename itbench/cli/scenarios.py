@@ -259,6 +259,8 @@ def show_scenario(settings: Settings, name: str, scenarios_dir: Path | None, out
 def _instance_document(instance: Instance) -> dict[str, Any]:
     doc = instance.scenario.wire()
     doc.pop("status", None)
+    if not doc["spec"].get("parameters"):
+        doc["spec"].pop("parameters", None)  # an instance has values, not parameters
     return doc
 
 
