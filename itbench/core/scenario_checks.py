@@ -163,11 +163,13 @@ def document_findings(doc: Mapping[str, Any]) -> list[Finding]:
                 )
         elif isinstance(value, dict):
             for key in value:
+                shown = excerpt(key).strip("'") if isinstance(key, str) else excerpt(key)
+                where = f"{path}.{shown}" if path else shown
                 if not isinstance(key, str):
-                    findings.append((path, f"key {excerpt(key)} is not a string"))
+                    findings.append((where, f"key {excerpt(key)} is not a string"))
                 elif _INVISIBLE.search(key):
                     findings.append(
-                        (path, f"key {excerpt(key)} holds an invisible or control character")
+                        (where, f"key {excerpt(key)} holds an invisible or control character")
                     )
         elif value is not None and not isinstance(value, bool | int | float | list):
             findings.append((path, f"{excerpt(value)} is not a JSON value"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -37,10 +38,8 @@ def refusal(text: str, pure_python: bool) -> YamlError:
 
 def peak_bytes(call: Callable[[], object]) -> int:
     tracemalloc.start()
-    try:
+    with contextlib.suppress(YamlError):
         call()
-    except YamlError:
-        pass
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return peak

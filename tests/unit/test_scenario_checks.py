@@ -26,7 +26,9 @@ def finops_doc() -> dict[str, Any]:
         domain="FinOps",
         **{"class": "CostAlertMisconfiguration"},
         faults=[{"id": "kubernetes.cost-alert-threshold", "args": {"threshold": "0.01"}}],
-        triggers={"alerts": [{"alertname": "CostBudgetExceeded", "labels": {"namespace": "otel-demo"}}]},
+        triggers={
+            "alerts": [{"alertname": "CostBudgetExceeded", "labels": {"namespace": "otel-demo"}}]
+        },
     )
     truth = d["spec"]["groundTruth"]
     truth["entities"] = [
@@ -59,9 +61,7 @@ def test_the_finops_example_is_valid() -> None:
 def test_a_non_finite_cost_is_refused_at_its_path(bad: float) -> None:
     d = finops_doc()
     d["spec"]["groundTruth"]["finops"]["costPerHour"] = bad
-    assert problems(d) == {
-        "spec.groundTruth.finops.costPerHour": f"{bad} is not a finite number"
-    }
+    assert problems(d) == {"spec.groundTruth.finops.costPerHour": f"{bad} is not a finite number"}
 
 
 def test_non_finite_numbers_are_refused_anywhere() -> None:
@@ -90,12 +90,14 @@ def test_names_must_follow_the_kubernetes_grammar_of_their_kind() -> None:
         {"action": "patch", "kind": "Service", "name": "1checkout", "patch": "{}"}
     ]
     found = problems(d)
-    assert "is not a valid Deployment name: a DNS-1123 subdomain" in found[
-        "spec.groundTruth.entities[0].name"
-    ]
-    assert "is not a valid Service name: a DNS-1035 label" in found[
-        "spec.groundTruth.mitigations[0].steps[0].name"
-    ]
+    assert (
+        "is not a valid Deployment name: a DNS-1123 subdomain"
+        in found["spec.groundTruth.entities[0].name"]
+    )
+    assert (
+        "is not a valid Service name: a DNS-1035 label"
+        in found["spec.groundTruth.mitigations[0].steps[0].name"]
+    )
 
 
 @pytest.mark.parametrize("field", ["apiVersion", "kind"])
@@ -134,7 +136,9 @@ def test_mitigation_targets_must_exist() -> None:
 
 
 def test_objects_a_fault_creates_exist_after_injection() -> None:
-    d = doc(faults=[{"id": "kubernetes.block-ingress", "args": {"workload": "checkout", "port": 8080}}])
+    d = doc(
+        faults=[{"id": "kubernetes.block-ingress", "args": {"workload": "checkout", "port": 8080}}]
+    )
     d["spec"]["groundTruth"]["entities"].append(
         {"id": "np", "kind": "NetworkPolicy", "name": "checkout-ingress", "rootCause": True}
     )
@@ -145,7 +149,9 @@ def test_objects_a_fault_creates_exist_after_injection() -> None:
     d = doc(
         faults=[{"id": "kubernetes.hpa-misconfiguration", "args": {"workload": "checkout"}}],
         triggers={
-            "alerts": [{"alertname": "HPAMaxedOut", "labels": {"horizontalpodautoscaler": "checkout"}}]
+            "alerts": [
+                {"alertname": "HPAMaxedOut", "labels": {"horizontalpodautoscaler": "checkout"}}
+            ]
         },
     )
     assert validate_document(d, SRC)[1] == []
@@ -168,7 +174,9 @@ def test_expected_alerts_must_be_defined_by_a_rule() -> None:
 
 
 def test_expected_alert_labels_must_be_ones_the_rule_can_produce() -> None:
-    d = doc(triggers={"alerts": [{"alertname": "PodNotReady", "labels": {"service_name": "checkout"}}]})
+    d = doc(
+        triggers={"alerts": [{"alertname": "PodNotReady", "labels": {"service_name": "checkout"}}]}
+    )
     assert problems(d)["spec.triggers.alerts[0].labels.service_name"].startswith(
         "PodNotReady alerts carry no label 'service_name' (they carry alertname, deployment,"
     )
