@@ -253,7 +253,7 @@ def show_scenario(settings: Settings, name: str, scenarios_dir: Path | None, out
     elif variants.template.parameters:
         click.echo(dump(dict(variants.template.document), output), nl=False)
     else:
-        click.echo(dump(variants.scenario.wire(), output), nl=False)
+        click.echo(dump(_instance_document(variants.instances[0]), output), nl=False)
 
 
 def _instance_document(instance: Instance) -> dict[str, Any]:
