@@ -1,17 +1,18 @@
 """Load scenario files from disk: `scenarios/<domain>/<id>/scenario.yaml` into a validated Catalog.
 
-YAML syntax errors are reported with line and column; everything else is validated by the pure
+Every file is read with the bounded YAML loader (`itbench.bounded_yaml`: size, depth, alias and
+duplicate-key limits, reported with line and column); everything else is validated by the pure
 `itbench.core.catalog`, so every problem names its file, field path and reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from itbench.core.catalog import Catalog, Problem, check_catalog, validate_document
+from itbench.bounded_yaml import YamlError, parse_one, read_bounded
+from itbench.core.catalog import Catalog, Problem, Variants, check_catalog, validate_template
 from itbench.core.models.base import Domain
 from itbench.core.models.scenario import Scenario
 
@@ -20,7 +21,7 @@ DOMAIN_DIRS: dict[str, Domain] = {"sre": Domain.SRE, "ciso": Domain.CISO, "finop
 
 
 def read_document(path: Path) -> tuple[object, list[Problem]]:
-    """Parse one YAML file holding exactly one document.
+    """Parse one YAML file holding exactly one document, within the bounded loader's limits.
 
     Args:
         path: The file.
@@ -30,23 +31,12 @@ def read_document(path: Path) -> tuple[object, list[Problem]]:
     """
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(source, "", f"cannot read file: {exc}")]
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = exc.problem or "invalid YAML"
-        if exc.context and exc.context_mark is not None:
-            what += f" ({exc.context} started at line {exc.context_mark.line + 1})"
-        return None, [Problem(source, "", f"YAML syntax error{where}: {what}")]
-    except yaml.YAMLError as exc:
-        return None, [Problem(source, "", f"YAML syntax error: {exc}")]
-    if len(docs) != 1:
-        return None, [Problem(source, "", f"expected one YAML document, found {len(docs)}")]
-    return docs[0], []
+        text = read_bounded(path)
+        return parse_one(text), []
+    except OSError as exc:
+        return None, [Problem(source, "", f"cannot read file: {exc.strerror or exc}")]
+    except YamlError as exc:
+        return None, [Problem(source, "", str(exc))]
 
 
 def _placement_problems(path: Path, scenario: Scenario) -> list[Problem]:
@@ -77,6 +67,25 @@ def _placement_problems(path: Path, scenario: Scenario) -> list[Problem]:
     return problems
 
 
+def load_variants(path: Path) -> tuple[Variants | None, list[Problem]]:
+    """Read and validate one scenario file, expanding a template into every instance.
+
+    Args:
+        path: A scenario YAML file.
+
+    Returns:
+        (variants, problems); the variants are None when there are problems.
+    """
+    doc, problems = read_document(path)
+    if problems:
+        return None, problems
+    variants, problems = validate_template(doc, str(path))
+    if variants is None:
+        return None, problems
+    placement = _placement_problems(path, variants.scenario)
+    return (None if placement else variants), placement
+
+
 def load_file(path: Path) -> tuple[Scenario | None, list[Problem]]:
     """Read and validate one scenario file.
 
@@ -84,16 +93,11 @@ def load_file(path: Path) -> tuple[Scenario | None, list[Problem]]:
         path: A scenario YAML file.
 
     Returns:
-        (scenario, problems); the scenario is None when there are problems.
+        (scenario, problems); the scenario (a template's representative instance) is None
+        when there are problems.
     """
-    doc, problems = read_document(path)
-    if problems:
-        return None, problems
-    scenario, problems = validate_document(doc, str(path))
-    if scenario is None:
-        return None, problems
-    placement = _placement_problems(path, scenario)
-    return (None if placement else scenario), placement
+    variants, problems = load_variants(path)
+    return (variants.scenario if variants is not None else None), problems
 
 
 def scenario_files(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
@@ -122,7 +126,38 @@ def scenario_files(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
     return list(dict.fromkeys(files)), problems
 
 
-def load_paths(paths: Sequence[Path]) -> tuple[Catalog, list[Problem]]:
+@dataclass(frozen=True)
+class LoadResult:
+    """What loading scenario files found.
+
+    Attributes:
+        catalog: The valid scenarios.
+        problems: Every problem, each naming its file and field path.
+        claims: For every file read, the scenario names it stands for (its `metadata.name`, if
+            it has one, and its directory), so a command asked for a name can say which file
+            holding it is invalid.
+    """
+
+    catalog: Catalog
+    problems: list[Problem]
+    claims: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def problems_of(self, name: str) -> list[Problem]:
+        """The problems of every file that stands for a scenario name."""
+        sources = {src for src, names in self.claims.items() if name in names}
+        return [p for p in self.problems if p.source in sources]
+
+
+def _claimed_names(path: Path, doc: object) -> frozenset[str]:
+    names = {path.parent.name} if path.name == SCENARIO_FILE else {path.stem}
+    if isinstance(doc, Mapping):
+        meta = doc.get("metadata")
+        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+            names.add(meta["name"][:253])
+    return frozenset(names)
+
+
+def load_tree(paths: Sequence[Path]) -> LoadResult:
     """Load and validate scenario files and directories into one catalog.
 
     Invalid files and later duplicates of a name are left out of the catalog and reported.
@@ -131,20 +166,40 @@ def load_paths(paths: Sequence[Path]) -> tuple[Catalog, list[Problem]]:
         paths: Files or directories.
 
     Returns:
-        (catalog of the valid scenarios, every problem found).
+        The catalog, the problems, and which names each file stands for.
     """
     files, problems = scenario_files(paths)
-    loaded: list[tuple[str, Scenario]] = []
+    loaded: list[tuple[str, Variants]] = []
+    claims: dict[str, frozenset[str]] = {}
     for path in files:
-        scenario, found = load_file(path)
+        doc, found = read_document(path)
+        claims[str(path)] = _claimed_names(path, doc)
+        variants: Variants | None = None
+        if not found:
+            variants, found = validate_template(doc, str(path))
+            if variants is not None:
+                found = _placement_problems(path, variants.scenario)
         problems.extend(found)
-        if scenario is not None:
-            loaded.append((str(path), scenario))
-    duplicates = check_catalog(loaded)
+        if variants is not None and not found:
+            loaded.append((str(path), variants))
+    duplicates = check_catalog((src, v.scenario) for src, v in loaded)
     problems.extend(duplicates)
     dropped = {(p.source, p.path) for p in duplicates}
-    kept = [s for src, s in loaded if (src, "metadata.name") not in dropped]
-    return Catalog(kept), problems
+    kept = [v for src, v in loaded if (src, "metadata.name") not in dropped]
+    return LoadResult(Catalog(kept), problems, claims)
+
+
+def load_paths(paths: Sequence[Path]) -> tuple[Catalog, list[Problem]]:
+    """Load and validate scenario files and directories into one catalog (see `load_tree`).
+
+    Args:
+        paths: Files or directories.
+
+    Returns:
+        (catalog of the valid scenarios, every problem found).
+    """
+    result = load_tree(paths)
+    return result.catalog, result.problems
 
 
 def load_catalog(root: Path) -> tuple[Catalog, list[Problem]]:
@@ -190,7 +245,7 @@ def bundle(root: Path) -> str:
     files, _ = scenario_files([root])
     parts = [BUNDLE_HEADER]
     for path in files:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_bounded(path).splitlines()
         body = [line for line in lines if not line.startswith("# yaml-language-server:")]
         source = path.relative_to(root.parent).as_posix()
         parts.append("---\n# Source: " + source + "\n" + "\n".join(body).strip("\n") + "\n")

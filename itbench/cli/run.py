@@ -21,11 +21,11 @@ from rich.progress import (
 from rich.table import Table as RichTable
 
 from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
-from itbench.cli.scenarios import open_catalog, scenarios_dir_option
+from itbench.cli.scenarios import load_catalog_dir, refuse_problems, scenarios_dir_option
 from itbench.core.catalog import Catalog
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import Domain, TelemetryToggles
-from itbench.core.models.scenario import Scenario
+from itbench.core.models.scenario import Scenario, Split
 from itbench.core.models.trial import TrialStatus
 from itbench.execution.benchmark import default_workers
 from itbench.execution.embedded import (
@@ -49,6 +49,8 @@ from itbench.reports.tables import (
 from itbench.settings import Settings
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MIN_SECRET_CHARS = 16
+"""Characters a seed secret needs: published instances must not let anyone guess it."""
 
 
 def select_scenarios(
@@ -179,6 +181,23 @@ def print_result(result: BenchmarkResult, console: Console) -> None:
 )
 @click.option("--seed", default=42, show_default=True, type=click.IntRange(0), help="Run seed.")
 @click.option(
+    "--split",
+    type=click.Choice([s.value for s in Split]),
+    default=Split.DEV.value,
+    show_default=True,
+    help="dev: templates expanded with --seed (what `itbench scenarios expand --seed` shows); "
+    "test: each trial's instance drawn from --seed-secret, which no agent sees.",
+)
+@click.option(
+    "--seed-secret",
+    envvar="ITBENCH_SEED_SECRET",
+    default=None,
+    show_default=False,
+    show_envvar=True,
+    help=f"Secret of the test split (at least {MIN_SECRET_CHARS} characters); never echoed "
+    "or written to the run directory.",
+)
+@click.option(
     "--output-dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
@@ -216,6 +235,8 @@ def run_command(
     domain: str | None,
     trials: int,
     seed: int,
+    split: str,
+    seed_secret: str | None,
     output_dir: Path | None,
     run_name: str | None,
     workers: int | None,
@@ -228,8 +249,21 @@ def run_command(
 
     By default heuristic-sre runs the SRE scenarios and heuristic-finops the FinOps ones, 3
     trials each, seed 42, in parallel; the report table is printed and the run directory gets
-    report.json, trials.jsonl and a self-contained report.html.
+    report.json, trials.jsonl and a self-contained report.html. A catalog with any invalid file
+    or repeated name is refused (exit 2). `--split test` draws each trial's instance of a
+    template from a key derived from the seed secret; the report states the split and the
+    catalog digest.
     """
+    chosen_split = Split(split)
+    if chosen_split == Split.TEST:
+        if not seed_secret:
+            raise BadInput("--split test needs --seed-secret (or ITBENCH_SEED_SECRET)")
+        if len(seed_secret) < MIN_SECRET_CHARS:
+            raise BadInput(
+                f"the seed secret is too short: use at least {MIN_SECRET_CHARS} characters"
+            )
+    else:
+        seed_secret = None  # the dev split is public: a secret in the environment is not used
     now = datetime.now(UTC)
     view = _ProgressView()
     workers = workers or default_workers()
@@ -254,7 +288,9 @@ def run_command(
             name = run_name or f"run-{now:%Y%m%d-%H%M%S}"
             if not RUN_NAME.match(name):
                 raise BadInput(f"--run-name {name!r}: use letters, digits, '.', '_' or '-'")
-            catalog = open_catalog(settings, scenarios_dir)
+            loaded = load_catalog_dir(settings, scenarios_dir)
+            refuse_problems(loaded, "run the benchmark")
+            catalog = loaded.catalog
             scenarios = select_scenarios(catalog, scenario_names, domain)
             domains = {d for a in chosen_agents for d in AGENT_DOMAINS[a]}
             if not any(s.spec.domain in domains for s in scenarios):
@@ -271,6 +307,10 @@ def run_command(
                 workers=workers,
                 telemetry=TelemetryToggles(traces=traces),
                 allow_oracle=allow_oracle,
+                variants={n: catalog.variants(n) for n in catalog.names},
+                split=chosen_split,
+                seed_secret=seed_secret,
+                catalog_digest=catalog.digest,
             )
             result = run_benchmark(
                 options,

@@ -1,4 +1,4 @@
-"""`itbench scenarios list|show|validate`: the scenario catalog on disk."""
+"""`itbench scenarios list|show|validate|expand|selftest|bundle`: the scenario catalog on disk."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.markup import escape
 
-from itbench.catalog_files import CatalogBundleError, bundle, load_catalog, load_paths
+from itbench.catalog_files import CatalogBundleError, LoadResult, bundle, load_paths, load_tree
 from itbench.cli.context import (
     BadInput,
     OutputFormat,
@@ -19,9 +20,9 @@ from itbench.cli.context import (
     stdout_console,
     warn,
 )
-from itbench.core.catalog import Catalog, UnknownScenarioError
+from itbench.core.catalog import Catalog, Problem, UnknownScenarioError, Variants
 from itbench.core.models.base import Complexity, Domain
-from itbench.core.models.scenario import Scenario
+from itbench.core.variants import Instance, parameter_choices
 from itbench.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,6 +35,7 @@ LIST_COLUMNS = (
     ("score", "SCORE"),
     ("faults", "FAULTS"),
     ("traces", "TRACES"),
+    ("instances", "INSTANCES"),
 )
 
 
@@ -50,6 +52,29 @@ def scenarios_dir_option(command: F) -> F:
     )(command)
 
 
+SHOWN_PROBLEMS = 20
+"""Problems a refusal lists before it counts the rest."""
+
+
+def load_catalog_dir(settings: Settings, scenarios_dir: Path | None) -> LoadResult:
+    """Load the catalog directory of a command.
+
+    Args:
+        settings: The settings (default directory).
+        scenarios_dir: The directory given on the command line, if any.
+
+    Raises:
+        BadInput: If the directory does not exist.
+    """
+    root = scenarios_dir or settings.catalog.scenarios_dir
+    if not root.is_dir():
+        raise BadInput(
+            f"scenario directory {root} does not exist; pass --scenarios-dir or set "
+            "ITBENCH_SCENARIOS_DIR"
+        )
+    return load_tree([root])
+
+
 def open_catalog(settings: Settings, scenarios_dir: Path | None) -> Catalog:
     """Load the catalog for a command; warn about invalid files on stderr.
 
@@ -63,19 +88,60 @@ def open_catalog(settings: Settings, scenarios_dir: Path | None) -> Catalog:
     Raises:
         BadInput: If the directory does not exist.
     """
-    root = scenarios_dir or settings.catalog.scenarios_dir
-    if not root.is_dir():
-        raise BadInput(
-            f"scenario directory {root} does not exist; pass --scenarios-dir or set "
-            "ITBENCH_SCENARIOS_DIR"
-        )
-    catalog, problems = load_catalog(root)
-    if problems:
+    result = load_catalog_dir(settings, scenarios_dir)
+    if result.problems:
+        root = scenarios_dir or settings.catalog.scenarios_dir
         warn(
-            f"warning: {len(problems)} problem(s) in {root}; invalid scenarios are left out "
-            f"(run `itbench scenarios validate {root}`)"
+            f"warning: {len(result.problems)} problem(s) in {root}; invalid scenarios are left "
+            f"out (run `itbench scenarios validate {root}`)"
         )
-    return catalog
+    return result.catalog
+
+
+def problem_lines(problems: list[Problem]) -> str:
+    """Problems one per line, at most SHOWN_PROBLEMS of them."""
+    lines = [f"  {p}" for p in problems[:SHOWN_PROBLEMS]]
+    if len(problems) > SHOWN_PROBLEMS:
+        lines.append(f"  ... and {len(problems) - SHOWN_PROBLEMS} more")
+    return "\n".join(lines)
+
+
+def refuse_problems(result: LoadResult, what: str) -> None:
+    """Refuse (exit 2) to go on with a catalog that has problems, listing them.
+
+    Args:
+        result: The loaded catalog.
+        what: What the command would have done, for the message.
+
+    Raises:
+        BadInput: When there is any problem (an invalid file or a repeated name).
+    """
+    if result.problems:
+        files = len({p.source for p in result.problems})
+        raise BadInput(
+            f"cannot {what}: {len(result.problems)} problem(s) in {files} scenario file(s); fix "
+            f"them (`itbench scenarios validate`) or pass --scenarios-dir:\n"
+            + problem_lines(result.problems)
+        )
+
+
+def require_variants(result: LoadResult, name: str) -> Variants:
+    """The named scenario, or a refusal naming the invalid file(s) that hold it.
+
+    Args:
+        result: The loaded catalog.
+        name: The scenario name.
+
+    Raises:
+        BadInput: The name is invalid in its file, repeated, or unknown.
+    """
+    problems = result.problems_of(name)
+    if problems:
+        raise BadInput(f"scenario {name} is invalid:\n" + problem_lines(problems))
+    try:
+        return result.catalog.variants(name)
+    except UnknownScenarioError as exc:
+        raise BadInput(str(exc)) from None
 
 
 @click.group("scenarios")
@@ -118,7 +184,19 @@ def list_scenarios(
     print_rows(rows, LIST_COLUMNS, output, title=f"{len(rows)} scenarios")
 
 
-def _show_table(scenario: Scenario, catalog: Catalog) -> None:
+def _parameters_text(variants: Variants) -> str:
+    parameters = variants.template.parameters
+    if not parameters:
+        return "none (a single instance)"
+    parts = []
+    for name in variants.template.names:
+        pool = parameter_choices(parameters[name])
+        parts.append(f"{name} in {' | '.join(map(str, pool))}")
+    return "; ".join(parts) + f" ({len(variants.instances)} instances)"
+
+
+def _show_table(variants: Variants, catalog: Catalog) -> None:
+    scenario = variants.scenario
     spec = scenario.spec
     complexity, score = catalog.complexity(scenario.name)
     truth = spec.ground_truth
@@ -128,6 +206,7 @@ def _show_table(scenario: Scenario, catalog: Catalog) -> None:
         ("Domain", spec.domain.value),
         ("Class", spec.scenario_class),
         ("Complexity", complexity.value + (f" (Eq. 6 score {score:.2f})" if score else "")),
+        ("Parameters", _parameters_text(variants)),
         ("Description", spec.description),
         ("Technologies", ", ".join(spec.environment.technologies) or "-"),
         (
@@ -149,9 +228,11 @@ def _show_table(scenario: Scenario, catalog: Catalog) -> None:
         ),
         ("Mitigations", "; ".join(m.description for m in truth.mitigations) or "-"),
     ]
+    if variants.template.parameters:
+        lines.append(("Shown", f"the first instance ({variants.instances[0].label()})"))
     console = stdout_console()
     for key, value in lines:
-        console.print(f"[bold]{key}:[/bold] {value}", highlight=False, markup=True)
+        console.print(f"[bold]{key}:[/bold] {escape(value)}", highlight=False, markup=True)
 
 
 @scenarios.command("show")
@@ -160,16 +241,71 @@ def _show_table(scenario: Scenario, catalog: Catalog) -> None:
 @output_option(default=OutputFormat.YAML)
 @pass_settings
 def show_scenario(settings: Settings, name: str, scenarios_dir: Path | None, output: str) -> None:
-    """Show one scenario: as applied to the cluster (yaml, json) or summarised (table)."""
-    catalog = open_catalog(settings, scenarios_dir)
-    try:
-        scenario = catalog.get(name)
-    except UnknownScenarioError as exc:
-        raise BadInput(str(exc)) from None
+    """Show one scenario: its file as applied to the cluster (yaml, json) or summarised (table).
+
+    A template is shown as written, with its parameters; `itbench scenarios expand` shows its
+    instances. An invalid file is named with its problems (exit 2).
+    """
+    result = load_catalog_dir(settings, scenarios_dir)
+    variants = require_variants(result, name)
     if OutputFormat(output) == OutputFormat.TABLE:
-        _show_table(scenario, catalog)
+        _show_table(variants, result.catalog)
+    elif variants.template.parameters:
+        click.echo(dump(dict(variants.template.document), output), nl=False)
     else:
-        click.echo(dump(scenario.wire(), output), nl=False)
+        click.echo(dump(_instance_document(variants.instances[0]), output), nl=False)
+
+
+def _instance_document(instance: Instance) -> dict[str, Any]:
+    doc = instance.scenario.wire()
+    doc.pop("status", None)
+    if not doc["spec"].get("parameters"):
+        doc["spec"].pop("parameters", None)  # an instance has values, not parameters
+    return doc
+
+
+@scenarios.command("expand")
+@click.argument("name")
+@scenarios_dir_option
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="First seed.")
+@click.option(
+    "--count",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Instances to print, for seeds seed, seed+1, ...",
+)
+@output_option(default=OutputFormat.YAML)
+@pass_settings
+def expand_scenario(
+    settings: Settings,
+    name: str,
+    scenarios_dir: Path | None,
+    seed: int,
+    count: int,
+    output: str,
+) -> None:
+    """Print the instances of a scenario that seeds draw (the dev split of a run with that seed).
+
+    yaml: one Scenario manifest per seed (values in the itbench.io/parameters annotation);
+    json: a list of {seed, parameters, scenario}; table: the values each seed draws. The same
+    seed always gives the same instance; a file without parameters is its only instance.
+    """
+    result = load_catalog_dir(settings, scenarios_dir)
+    variants = require_variants(result, name)
+    drawn = [(s, variants.instance(s)) for s in range(seed, seed + count)]
+    fmt = OutputFormat(output)
+    if fmt == OutputFormat.TABLE:
+        rows = [{"seed": s, "parameters": i.label() or "-"} for s, i in drawn]
+        print_rows(rows, (("seed", "SEED"), ("parameters", "PARAMETERS")), fmt, title=name)
+    elif fmt == OutputFormat.JSON:
+        docs = [
+            {"seed": s, "parameters": i.values, "scenario": _instance_document(i)} for s, i in drawn
+        ]
+        click.echo(dump(docs, fmt), nl=False)
+    else:
+        texts = [f"# seed {s}\n" + dump(_instance_document(i), fmt) for s, i in drawn]
+        click.echo("---\n".join(texts), nl=False)
 
 
 @scenarios.command("validate")
@@ -197,6 +333,8 @@ def validate(settings: Settings, paths: tuple[Path, ...], output: str) -> None:
     if output == "json":
         report = {
             "valid": catalog.names,
+            "instances": {n: len(catalog.variants(n).instances) for n in catalog.names},
+            "digest": catalog.digest,
             "problems": [{"file": p.source, "path": p.path, "reason": p.reason} for p in problems],
         }
         click.echo(dump(report, OutputFormat.JSON), nl=False)
@@ -209,7 +347,11 @@ def validate(settings: Settings, paths: tuple[Path, ...], output: str) -> None:
             f"{len(problems)} problem(s) in {files} file(s); {len(catalog)} scenario(s) valid"
         )
     if output == "text":
-        click.echo(f"{len(catalog)} scenario(s) valid in {', '.join(map(str, targets))}")
+        instances = sum(len(catalog.variants(n).instances) for n in catalog.names)
+        click.echo(
+            f"{len(catalog)} scenario(s) valid ({instances} instance(s)) in "
+            f"{', '.join(map(str, targets))}"
+        )
 
 
 @scenarios.command("bundle")
@@ -262,7 +404,18 @@ def bundle_scenarios(
 @scenarios.command("selftest")
 @click.argument("names", nargs=-1)
 @scenarios_dir_option
-@click.option("--seed", type=int, default=0, show_default=True, help="Simulator seed.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Simulator seed, and the seed that draws each template's instance.",
+)
+@click.option(
+    "--all-instances",
+    is_flag=True,
+    help="Test every instance of each template, not only the one the seed draws.",
+)
 @click.option(
     "--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Processes."
 )
@@ -273,29 +426,37 @@ def selftest(
     names: tuple[str, ...],
     scenarios_dir: Path | None,
     seed: int,
+    all_instances: bool,
     workers: int,
     output: str,
 ) -> None:
     """Run scenarios in the simulator: healthy baseline, alerts fire, mitigation clears, recovery.
 
-    Exits 1 when any scenario fails a check (the failed check is named).
+    Without names, every scenario of the catalog (refused when any file is invalid). Exits 1
+    when any instance fails a check (the failed check is named).
     """
     from itbench.environments.sim.selftest import run_catalog_selftest
 
-    catalog = open_catalog(settings, scenarios_dir)
-    try:
-        chosen = [catalog.get(n) for n in names] if names else list(catalog)
-    except UnknownScenarioError as exc:
-        raise BadInput(str(exc)) from None
-    results = run_catalog_selftest(chosen, seed, workers=workers)
+    result = load_catalog_dir(settings, scenarios_dir)
+    if names:
+        chosen = [require_variants(result, n) for n in dict.fromkeys(names)]
+    else:
+        refuse_problems(result, "self-test the catalog")
+        chosen = [result.catalog.variants(n) for n in result.catalog.names]
+    instances: list[Instance] = []
+    for variants in chosen:
+        instances.extend(variants.instances if all_instances else [variants.instance(seed)])
+    results = run_catalog_selftest([i.scenario for i in instances], seed, workers=workers)
     rows = []
-    for result in results:
-        failures = result.failures()
+    for instance, outcome in zip(instances, results, strict=True):
+        failures = outcome.failures()
         rows.append(
             {
-                "scenario": result.scenario,
-                "passed": result.passed,
-                "checks": len(result.checks),
+                "scenario": outcome.scenario,
+                "parameters": instance.values,
+                "instance": instance.label() or "-",
+                "passed": outcome.passed,
+                "checks": len(outcome.checks),
                 "failed": "; ".join(f"{c.name}: {c.detail}" for c in failures),
             }
         )
@@ -303,6 +464,7 @@ def selftest(
         rows,
         (
             ("scenario", "SCENARIO"),
+            ("instance", "INSTANCE"),
             ("passed", "PASSED"),
             ("checks", "CHECKS"),
             ("failed", "FAILED"),
@@ -312,6 +474,6 @@ def selftest(
     )
     failed = [r for r in results if not r.passed]
     if failed:
-        warn(f"{len(failed)} of {len(results)} scenario(s) failed the self-test")
+        warn(f"{len(failed)} of {len(results)} instance(s) failed the self-test")
         raise SystemExit(1)
-    warn(f"{len(results)} scenario(s) passed the self-test")
+    warn(f"{len(results)} instance(s) of {len(chosen)} scenario(s) passed the self-test")

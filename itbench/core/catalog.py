@@ -6,6 +6,8 @@ every finding is a `Problem` naming its source, field path and reason.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -15,10 +17,23 @@ from typing import Any
 from pydantic import ValidationError
 
 from itbench.core.complexity import UnknownComplexityError, effective_complexity
+from itbench.core.excerpts import bounded, excerpt
 from itbench.core.faults import fault_arg_errors
 from itbench.core.models.base import COMPLEXITY_ORDER, AgentLevel, Complexity, Domain
 from itbench.core.models.benchmark_run import ScenarioSelection
 from itbench.core.models.scenario import Scenario
+from itbench.core.scenario_checks import Inventory, document_findings, reference_findings
+from itbench.core.variants import (
+    Instance,
+    Template,
+    canonical_values,
+    template_problems,
+    values_label,
+)
+
+MAX_PROBLEMS = 50
+"""Problems reported for one document; beyond that they are counted."""
+_PATH_PART_CHARS = 64
 
 _UNION_TAGS = frozenset({"int", "str", "float", "bool"})
 _MESSAGE_PATH = re.compile(r"^([A-Za-z_][\w]*(?:\[\d+\])?(?:\.[A-Za-z_][\w]*(?:\[\d+\])?)*): (.*)$")
@@ -38,6 +53,11 @@ class Problem:
     source: str
     path: str
     reason: str
+
+    def __post_init__(self) -> None:
+        # Paths and reasons may quote user input; both stay small whatever the input was.
+        object.__setattr__(self, "path", bounded(self.path, 200))
+        object.__setattr__(self, "reason", bounded(self.reason))
 
     def __str__(self) -> str:
         return f"{self.source}: {self.path or '<document>'}: {self.reason}"
@@ -80,7 +100,10 @@ def field_path(loc: Sequence[int | str]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else part
+            text = str(part)
+            if len(text) > _PATH_PART_CHARS:
+                text = excerpt(text, _PATH_PART_CHARS // 2)
+            out += f".{text}" if out else text
     return out
 
 
@@ -126,7 +149,7 @@ def validation_problems(exc: ValidationError, source: str, prefix: str = "") -> 
         elif err["type"] == "missing":
             msg = "required field is missing"
         elif err["type"] in ("enum", "literal_error"):
-            msg = f"{msg}, got {err['input']!r}"
+            msg = f"{msg}, got {excerpt(err['input'])}"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field (check spelling and camelCase)"
         reasons = merged.setdefault(path, [])
@@ -165,29 +188,191 @@ def _semantic_problems(scenario: Scenario, source: str) -> list[Problem]:
     return problems
 
 
-def validate_document(doc: object, source: str) -> tuple[Scenario | None, list[Problem]]:
-    """Validate one parsed scenario document.
+def _capped(problems: list[Problem], source: str) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    extra = len(problems) - MAX_PROBLEMS
+    return [
+        *problems[:MAX_PROBLEMS],
+        Problem(source, "", f"{extra} more problem(s) not listed; fix these first"),
+    ]
 
-    Checks the Scenario schema, every fault id and its arguments against the fault library, that
-    SRE fault scenarios have triggering alerts and a root cause, and that complexity is known.
-    A `status` is ignored (the API server ignores it on apply too), so cluster objects validate.
+
+def _validate_instance(
+    doc: Mapping[str, Any], source: str, inventory: Inventory | None
+) -> tuple[Scenario | None, list[Problem]]:
+    try:
+        scenario = Scenario.model_validate(doc)
+    except ValidationError as exc:
+        return None, validation_problems(exc, source)
+    problems = _semantic_problems(scenario, source)
+    problems.extend(Problem(source, p, r) for p, r in reference_findings(scenario, inventory))
+    return (None if problems else scenario), problems
+
+
+@dataclass(frozen=True)
+class Variants:
+    """One scenario of the catalog: its file (a template, or a plain scenario) and every instance.
+
+    Attributes:
+        template: The document and its parameters.
+        instances: Every instance, validated, in the order of `Template.combinations`; the
+            first (every parameter at its first value) represents the scenario in listings.
+    """
+
+    template: Template
+    instances: tuple[Instance, ...]
+
+    @property
+    def scenario(self) -> Scenario:
+        """The representative instance."""
+        return self.instances[0].scenario
+
+    @property
+    def name(self) -> str:
+        """The scenario name."""
+        return self.scenario.name
+
+    def instance(self, seed: int) -> Instance:
+        """The instance a seed draws (the only one, for a plain scenario)."""
+        if len(self.instances) == 1:
+            return self.instances[0]
+        wanted = canonical_values(self.template.draw(seed))
+        for instance in self.instances:
+            if canonical_values(instance.values) == wanted:
+                return instance
+        raise CatalogError(f"{self.name}: no instance for seed {seed}")  # pragma: no cover
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> Variants:
+        """A plain scenario as its own single instance."""
+        document = {k: v for k, v in scenario.wire().items() if k != "status"}
+        return cls(Template(document=document), (Instance(scenario),))
+
+
+def validate_template(
+    doc: object, source: str, inventory: Inventory | None = None
+) -> tuple[Variants | None, list[Problem]]:
+    """Validate one parsed scenario document, expanding a template into every instance.
+
+    First the document itself (apiVersion and kind given, finite numbers, no invisible
+    characters, parameters and placeholders well formed), then every instance: the schema, fault
+    ids and arguments against the fault library, SRE triggers and root cause, a known
+    complexity, and every name it uses against the shop (`scenario_checks.reference_findings`).
+    A problem found in only some instances says which parameter values break. A `status` is
+    ignored (the API server ignores it on apply too), so cluster objects validate.
 
     Args:
         doc: The parsed document (a mapping for a valid scenario).
         source: Where it came from, used in every problem.
+        inventory: The application's objects [default: the Astronomy Shop].
 
     Returns:
-        (scenario, problems): the scenario when there are no problems, else None.
+        (variants, problems): the variants when there are no problems, else None.
     """
     if not isinstance(doc, Mapping):
         kind = "nothing" if doc is None else type(doc).__name__
         return None, [Problem(source, "", f"expected a Scenario object (a mapping), got {kind}")]
-    try:
-        scenario = Scenario.model_validate({k: v for k, v in doc.items() if k != "status"})
-    except ValidationError as exc:
-        return None, validation_problems(exc, source)
-    problems = _semantic_problems(scenario, source)
-    return (None if problems else scenario), problems
+    raw = {k: v for k, v in doc.items() if k != "status"}
+    problems = [Problem(source, p, r) for p, r in document_findings(raw)]
+    if problems:
+        return None, _capped(problems, source)
+    template, found = template_problems(raw)
+    if template is None:
+        return None, _capped([Problem(source, p, r) for p, r in found], source)
+    if not template.parameters:
+        scenario, problems = _validate_instance(raw, source, inventory)
+        if scenario is None:
+            return None, _capped(problems, source)
+        return Variants(template, (Instance(scenario),)), []
+    instances: list[Instance] = []
+    per_instance: list[tuple[str, list[Problem]]] = []
+    for values in template.combinations():
+        scenario, problems = _validate_instance(template.expand(values), source, inventory)
+        if scenario is not None:
+            instances.append(Instance(scenario, values))
+        per_instance.append((values_label(values), problems))
+    problems = _merge_instance_problems(per_instance, source)
+    if not problems:
+        problems = _consistency_problems(instances, source)
+    if problems:
+        return None, _capped(problems, source)
+    return Variants(template, tuple(instances)), []
+
+
+def _merge_instance_problems(
+    per_instance: list[tuple[str, list[Problem]]], source: str
+) -> list[Problem]:
+    """One problem for what breaks every instance; the values named for what breaks some."""
+    counts: dict[tuple[str, str], list[str]] = {}
+    for label, problems in per_instance:
+        for p in problems:
+            counts.setdefault((p.path, p.reason), []).append(label)
+    out: list[Problem] = []
+    for (path, reason), labels in counts.items():
+        if len(labels) == len(per_instance):
+            out.append(Problem(source, path, reason))
+        else:
+            shown = "; ".join(labels[:3]) + (
+                f"; and {len(labels) - 3} more" if len(labels) > 3 else ""
+            )
+            out.append(Problem(source, path, f"with {shown}: {reason}"))
+        if len(out) > MAX_PROBLEMS:
+            break
+    return out
+
+
+def _consistency_problems(instances: list[Instance], source: str) -> list[Problem]:
+    complexities = {
+        instance.label(): effective_complexity(instance.scenario.spec)[0] for instance in instances
+    }
+    if len(set(complexities.values())) > 1:
+        listed = "; ".join(f"{c.value} with {label}" for label, c in list(complexities.items())[:4])
+        return [
+            Problem(
+                source,
+                "spec.parameters",
+                f"the instances differ in complexity ({listed}); every instance of a template "
+                "must share its complexity",
+            )
+        ]
+    return []
+
+
+def validate_document(
+    doc: object, source: str, inventory: Inventory | None = None
+) -> tuple[Scenario | None, list[Problem]]:
+    """Validate one parsed scenario document (see `validate_template`).
+
+    Args:
+        doc: The parsed document (a mapping for a valid scenario).
+        source: Where it came from, used in every problem.
+        inventory: The application's objects [default: the Astronomy Shop].
+
+    Returns:
+        (scenario, problems): the scenario (for a template, its representative instance) when
+        there are no problems, else None.
+    """
+    variants, problems = validate_template(doc, source, inventory)
+    return (variants.scenario if variants is not None else None), problems
+
+
+def canonical_json(document: object) -> str:
+    """A document as canonical JSON: sorted keys, no whitespace, UTF-8 characters kept."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def catalog_digest(documents: Iterable[object]) -> str:
+    """The digest of a catalog: sha256 of its documents' canonical JSON, sorted, one per line.
+
+    Args:
+        documents: Every scenario document (as written, without status).
+
+    Returns:
+        `sha256:<hex>`.
+    """
+    lines = sorted(canonical_json(d) for d in documents)
+    return "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
 def check_catalog(entries: Iterable[tuple[str, Scenario]]) -> list[Problem]:
@@ -225,23 +410,28 @@ def _at_most(level: AgentLevel | None, complexity: Complexity) -> bool:
 class Catalog:
     """An immutable set of validated scenarios, looked up by name and selected for runs."""
 
-    def __init__(self, scenarios: Iterable[Scenario]) -> None:
+    def __init__(self, scenarios: Iterable[Scenario | Variants]) -> None:
         """Build a catalog.
 
         Args:
-            scenarios: Validated scenarios with distinct names.
+            scenarios: Validated scenarios (each its own single instance) or validated
+                variants of templates, with distinct names.
 
         Raises:
             CatalogError: If two scenarios share a name.
             UnknownComplexityError: If a scenario's complexity cannot be determined (documents
                 that passed `validate_document` never raise this).
         """
-        by_name: dict[str, Scenario] = {}
-        for scenario in scenarios:
-            if scenario.name in by_name:
-                raise CatalogError(f"duplicate scenario name {scenario.name!r}")
-            by_name[scenario.name] = scenario
-        self._by_name: Mapping[str, Scenario] = dict(sorted(by_name.items()))
+        by_name: dict[str, Variants] = {}
+        for item in scenarios:
+            variants = item if isinstance(item, Variants) else Variants.of(item)
+            if variants.name in by_name:
+                raise CatalogError(f"duplicate scenario name {variants.name!r}")
+            by_name[variants.name] = variants
+        self._variants: Mapping[str, Variants] = dict(sorted(by_name.items()))
+        self._by_name: Mapping[str, Scenario] = {
+            name: v.scenario for name, v in self._variants.items()
+        }
         self._complexity: Mapping[str, tuple[Complexity, float | None]] = {
             name: effective_complexity(s.spec) for name, s in self._by_name.items()
         }
@@ -276,6 +466,28 @@ class Catalog:
             return self._by_name[name]
         except KeyError:
             raise UnknownScenarioError([name], self.names) from None
+
+    def variants(self, name: str) -> Variants:
+        """A scenario's file and every instance of it.
+
+        Raises:
+            UnknownScenarioError: If the name is not in the catalog.
+        """
+        self.get(name)
+        return self._variants[name]
+
+    def instance(self, name: str, seed: int) -> Instance:
+        """The instance of a scenario a seed draws (a plain scenario is its only instance).
+
+        Raises:
+            UnknownScenarioError: If the name is not in the catalog.
+        """
+        return self.variants(name).instance(seed)
+
+    @property
+    def digest(self) -> str:
+        """`catalog_digest` of every scenario file of the catalog."""
+        return catalog_digest(v.template.document for v in self._variants.values())
 
     def complexity(self, name: str) -> tuple[Complexity, float | None]:
         """The effective complexity and Eq. 6 score of a scenario (see `effective_complexity`).
@@ -382,6 +594,8 @@ class Catalog:
                     "faults": [f.id for f in s.spec.faults],
                     "traces": s.spec.environment.telemetry.traces,
                     "control": s.spec.control,
+                    "instances": len(self._variants[name].instances),
+                    "parameters": self._variants[name].template.names,
                 }
             )
         return rows

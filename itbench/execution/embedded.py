@@ -5,17 +5,18 @@ run directory (plan.json, trials/, trajectories/, trials.jsonl, report.json, rep
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from itbench.core.catalog import Variants
 from itbench.core.complexity import effective_complexity
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import TelemetryToggles
 from itbench.core.models.benchmark_run import Timeouts
 from itbench.core.models.report import Report, TrialRecord
-from itbench.core.models.scenario import Scenario
+from itbench.core.models.scenario import Scenario, Split
 from itbench.core.models.trial import TrialPhase, TrialStatus
 from itbench.core.scoring.aggregate import build_report
 from itbench.core.scoring.profile import DEFAULT_PROFILE
@@ -41,6 +42,10 @@ class BenchmarkOptions:
         telemetry: Run-wide telemetry mask (e.g. traces off).
         timeouts: Time limits per trial.
         allow_oracle: Whether the oracle agent may read the ground truth.
+        variants: The catalog's variants by scenario name (templates are expanded per trial).
+        split: dev or test.
+        seed_secret: The test split's secret (never written anywhere, never shown).
+        catalog_digest: Digest of the catalog, recorded with every trial.
     """
 
     run: str
@@ -52,6 +57,10 @@ class BenchmarkOptions:
     telemetry: TelemetryToggles = field(default_factory=TelemetryToggles)
     timeouts: Timeouts = field(default_factory=Timeouts)
     allow_oracle: bool = False
+    variants: Mapping[str, Variants] = field(default_factory=dict, repr=False)
+    split: Split = Split.DEV
+    seed_secret: str | None = field(default=None, repr=False)
+    catalog_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,9 @@ def trial_record(plan: TrialPlan, status: TrialStatus) -> TrialRecord:
         scores=status.scores,
         agent=plan.agent.value,
         tasks=tasks_for(scenario),
+        split=plan.split,
+        parameters=plan.parameters,
+        catalog_digest=plan.catalog_digest,
     )
 
 
@@ -134,6 +146,10 @@ def run_benchmark(
         telemetry=options.telemetry,
         timeouts=options.timeouts,
         allow_oracle=options.allow_oracle,
+        variants=options.variants,
+        split=options.split,
+        seed_secret=options.seed_secret,
+        catalog_digest=options.catalog_digest,
     )
     store = RunStore(output_dir / options.run)
     store.save_plan(plans)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import Field
 
+from itbench.core.catalog import Variants
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import ApiModel, Domain, LocalObjectReference, TelemetryToggles
 from itbench.core.models.benchmark_run import Timeouts
-from itbench.core.models.scenario import Scenario
+from itbench.core.models.scenario import ParameterValue, Scenario, Split
 from itbench.core.models.trial import TrialSpec
 from itbench.core.runner import TrialContext
+from itbench.core.variants import instance_seed
 
 AGENT_DOMAINS: dict[BuiltinAgent, frozenset[Domain]] = {
     BuiltinAgent.HEURISTIC_SRE: frozenset({Domain.SRE}),
@@ -43,6 +45,11 @@ class TrialPlan(ApiModel):
     )
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Time limits.")
     allow_oracle: bool = Field(default=False, description="The oracle agent is allowed.")
+    split: Split = Field(default=Split.DEV, description="The split the instance was drawn from.")
+    parameters: dict[str, ParameterValue] = Field(
+        default_factory=dict, description="The instance's parameter values (empty: plain)."
+    )
+    catalog_digest: str = Field(default="", description="Digest of the catalog planned from.")
 
     def spec(self) -> TrialSpec:
         """The Trial spec of this plan."""
@@ -94,8 +101,17 @@ def plan_trials(
     telemetry: TelemetryToggles | None = None,
     timeouts: Timeouts | None = None,
     allow_oracle: bool = False,
+    variants: Mapping[str, Variants] | None = None,
+    split: Split = Split.DEV,
+    seed_secret: str | None = None,
+    catalog_digest: str = "",
 ) -> list[TrialPlan]:
     """Plan `trials` attempts of every scenario in each agent's domains.
+
+    A scenario with variants (a template) is expanded per attempt: in the dev split every
+    attempt gets the instance the run's seed draws; in the test split each attempt draws its
+    own from `variants.secret_seed(seed_secret, scenario, attempt)`. Every agent gets the same
+    instance for the same attempt. The secret itself is never stored in a plan.
 
     Args:
         run: The run's name.
@@ -106,10 +122,20 @@ def plan_trials(
         telemetry: Run-wide telemetry mask.
         timeouts: Time limits.
         allow_oracle: Whether the oracle may read the ground truth.
+        variants: The catalog's variants by scenario name; a scenario without them runs as
+            given.
+        split: dev or test.
+        seed_secret: The secret of the test split.
+        catalog_digest: Digest of the catalog, recorded in every plan.
 
     Returns:
         The plans, ordered by agent, scenario and attempt.
+
+    Raises:
+        ValueError: The test split without a seed secret.
     """
+    if split == Split.TEST and not seed_secret:
+        raise ValueError("the test split needs a seed secret")
     plans: list[TrialPlan] = []
     for agent in agents:
         domains = AGENT_DOMAINS[agent]
@@ -118,18 +144,32 @@ def plan_trials(
                 continue
             for attempt in range(trials):
                 name = f"{agent.value}--{scenario.name}--{attempt}"
+                chosen, values = scenario, {}
+                if variants is not None and scenario.name in variants:
+                    draw = instance_seed(
+                        split,
+                        seed=seed,
+                        scenario=scenario.name,
+                        attempt=attempt,
+                        secret=seed_secret,
+                    )
+                    instance = variants[scenario.name].instance(draw)
+                    chosen, values = instance.scenario, dict(instance.values)
                 plans.append(
                     TrialPlan(
                         name=name,
                         uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"itbench/{run}/{name}")),
                         run=run,
                         agent=agent,
-                        scenario=scenario,
+                        scenario=chosen,
                         attempt=attempt,
                         seed=trial_seed(seed, scenario.name, attempt),
                         telemetry=telemetry or TelemetryToggles(),
                         timeouts=timeouts or Timeouts(),
                         allow_oracle=allow_oracle,
+                        split=split,
+                        parameters=values,
+                        catalog_digest=catalog_digest,
                     )
                 )
     return plans

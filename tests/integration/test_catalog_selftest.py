@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from itbench.catalog_files import load_catalog, load_file
+from itbench.catalog_files import load_catalog, load_file, load_variants
 from itbench.core.complexity import TABLE_12, effective_complexity
 from itbench.core.faults import get_fault
 from itbench.core.models import Complexity, Domain, Scenario
@@ -33,9 +33,27 @@ def _by_name(name: str) -> Scenario:
     return _load(ROOT / ("finops" if name.startswith("finops") else "sre") / name / "scenario.yaml")
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
-def test_scenario_validates_and_passes_selftest(path: Path) -> None:
-    scenario = _load(path)
+def _instances() -> list[tuple[Path, int]]:
+    """Every instance of every file: a template contributes each of its instances."""
+    out: list[tuple[Path, int]] = []
+    for path in FILES:
+        variants, _ = load_variants(path)
+        out.extend((path, n) for n in range(len(variants.instances) if variants else 1))
+    return out
+
+
+def _instance_id(case: tuple[Path, int]) -> str:
+    path, n = case
+    return f"{path.parent.parent.name}/{path.parent.name}#{n}"
+
+
+@pytest.mark.parametrize("case", _instances(), ids=_instance_id)
+def test_scenario_instance_validates_and_passes_selftest(case: tuple[Path, int]) -> None:
+    path, n = case
+    variants, problems = load_variants(path)
+    assert problems == [], [str(p) for p in problems]
+    assert variants is not None
+    scenario = variants.instances[n].scenario
     result = run_selftest(scenario, seed=0)
     failed = [f"{c.name}: {c.detail}" for c in result.failures()]
     assert result.passed, failed

@@ -264,6 +264,8 @@ def test_scenarios_selftest_runs_named_scenarios_in_the_simulator() -> None:
     assert rows == [
         {
             "scenario": "cart-flagd-failure",
+            "parameters": {},
+            "instance": "-",
             "passed": True,
             "checks": rows[0]["checks"],
             "failed": "",

@@ -32,7 +32,9 @@ def doc(name: str = "checkout-image", **spec: Any) -> dict[str, Any]:
             "domain": "SRE",
             "class": "CorruptImage",
             "environment": {"technologies": ["Kubernetes", "Go"]},
-            "triggers": {"alerts": [{"alertname": "PodNotReady", "labels": {"deployment": "c"}}]},
+            "triggers": {
+                "alerts": [{"alertname": "PodNotReady", "labels": {"deployment": "checkout"}}]
+            },
             "faults": [{"id": "kubernetes.nonexistent-image", "args": {"workload": "checkout"}}],
             "groundTruth": {
                 "entities": [
@@ -100,12 +102,14 @@ def test_unknown_fault_id_is_reported_at_the_fault() -> None:
 
 
 def test_fault_args_are_checked_against_the_faults_own_schema() -> None:
-    d = doc(faults=[{"id": "kubernetes.block-ingress", "args": {"workload": "x", "port": 70000}}])
+    d = doc(
+        faults=[{"id": "kubernetes.block-ingress", "args": {"workload": "cart", "port": 70000}}]
+    )
     _, problems = validate_document(d, SRC)
     assert paths(problems) == {
         "spec.faults[0].args.port": "Input should be less than or equal to 65535"
     }
-    d = doc(faults=[{"id": "kubernetes.block-ingress", "args": {"workload": "x"}}])
+    d = doc(faults=[{"id": "kubernetes.block-ingress", "args": {"workload": "cart"}}])
     assert [p.path for p in validate_document(d, SRC)[1]] == ["spec.faults[0].args.port"]
 
 

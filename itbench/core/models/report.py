@@ -6,12 +6,14 @@ be re-scored later (`itbench report recompute`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from itbench.core.models.base import ApiModel, Complexity, Domain
+from itbench.core.models.scenario import ParameterValue, Split
 from itbench.core.models.trial import CollateralChange, TrialPhase, TrialScores
 
 REPORT_SCHEMA_VERSION = "itbench.io/report/v2"
@@ -43,6 +45,20 @@ class TrialRecord(ApiModel):
         description="Keys of the tasks this trial is scored on (e.g. sre.diagnosis, "
         "sre.mitigation, sre.false-alarm); empty in records that predate it, meaning every task "
         "of the domain.",
+    )
+    split: Split = Field(
+        default=Split.DEV,
+        description="dev (the scenario files as expanded with the run's public seed) or test "
+        "(each instance drawn from a key derived from a seed secret).",
+    )
+    parameters: dict[str, ParameterValue] = Field(
+        default_factory=dict,
+        description="The parameter values of the scenario instance (empty for a plain scenario).",
+    )
+    catalog_digest: str = Field(
+        default="",
+        description="Digest of the catalog the scenario came from: sha256 of the canonical JSON "
+        "of every scenario file, sorted (empty when not recorded).",
     )
 
     @field_validator("phase")
@@ -357,6 +373,16 @@ class Report(ApiModel):
         """The result of one agent, if the report has its trials."""
         return next((a for a in self.agents if a.agent == agent), None)
 
+    split: Split | None = Field(
+        default=None,
+        description="The split every trial was drawn from (dev or test); absent when they mix.",
+    )
+    catalog_digest: str | None = Field(
+        default=None,
+        description="The catalog digest every trial records; absent when they differ or none "
+        "is recorded.",
+    )
+
     def task(self, key: str) -> TaskMetric | None:
         """The task metric with that key, if the report has it."""
         return next((t for t in self.tasks if t.key == key), None)
@@ -399,3 +425,16 @@ class RunComparison(ApiModel):
     comparisons: list[PairwiseComparison] = Field(
         default_factory=list, description="Each compared pair of agents, A minus B, per task."
     )
+
+
+def shared_split(records: Sequence[TrialRecord]) -> Split | None:
+    """The split of every record, or None when they mix (or there are none)."""
+    splits = {r.split for r in records}
+    return splits.pop() if len(splits) == 1 else None
+
+
+def shared_catalog_digest(records: Sequence[TrialRecord]) -> str | None:
+    """The catalog digest of every record, or None when they differ or lack one."""
+    digests = {r.catalog_digest for r in records}
+    digest = digests.pop() if len(digests) == 1 else ""
+    return digest or None

@@ -256,6 +256,70 @@ class GroundTruth(ApiModel):
         return self
 
 
+class Split(StrEnum):
+    """Which instances of the catalog's templates a run draws.
+
+    dev: the files as expanded with the run's public seed. test: each trial's instance drawn
+    from a key derived from a secret no agent sees (HMAC of secret, scenario and attempt).
+    """
+
+    DEV = "dev"
+    TEST = "test"
+
+
+ParameterValue = int | str
+"""A parameter's value: one of its choices, or an integer of its range."""
+
+
+class ParameterRange(ApiModel):
+    """An integer range of parameter values: min, min + step, ... up to max (inclusive)."""
+
+    min: int = Field(description="The smallest value.")
+    max: int = Field(description="The largest value (included when min + k * step reaches it).")
+    step: int = Field(default=1, ge=1, description="Distance between consecutive values.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ParameterRange:
+        if self.max < self.min:
+            raise ValueError(f"max: {self.max} is below min {self.min}")
+        return self
+
+    def values(self) -> list[int]:
+        """Every value of the range, ascending."""
+        return list(range(self.min, self.max + 1, self.step))
+
+
+class ScenarioParameter(ApiModel):
+    """A template parameter: a list of choices or an integer range, drawn by a seed.
+
+    Strings of the spec use it as `${name}`; with attributes, `${name.attribute}` is the
+    attribute's entry at the drawn choice's position.
+    """
+
+    description: str = Field(description="What the parameter varies, in words.", min_length=1)
+    choices: list[ParameterValue] | None = Field(
+        default=None,
+        min_length=1,
+        description="The values to draw from (integers or strings, each once).",
+    )
+    range: ParameterRange | None = Field(
+        default=None, description="An integer range to draw from, instead of choices."
+    )
+    attributes: dict[str, list[ParameterValue]] = Field(
+        default_factory=dict,
+        description="Values that go with each choice, by attribute name: one list per "
+        "attribute, as long as `choices` (e.g. the language of each workload).",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ScenarioParameter:
+        if (self.choices is None) == (self.range is None):
+            raise ValueError("choices: give either choices or range, not both or neither")
+        if self.range is not None and self.attributes:
+            raise ValueError("attributes: only a parameter with choices can have attributes")
+        return self
+
+
 class ScenarioSpec(ApiModel):
     """Scenario spec: metadata M, environment E, triggers T, desired outcome D, faults, truth."""
 
@@ -289,6 +353,12 @@ class ScenarioSpec(ApiModel):
     )
     ground_truth: GroundTruth = Field(
         default_factory=GroundTruth, description="What really happened (hidden from agents)."
+    )
+    parameters: dict[str, ScenarioParameter] = Field(
+        default_factory=dict,
+        description="Template parameters by name; `${name}` in any string of the spec is "
+        "replaced by the value a seed draws (see scenarios/README.md). Empty for a plain "
+        "scenario, which is its own single instance.",
     )
 
     @model_validator(mode="after")

@@ -38,6 +38,8 @@ from itbench.core.models.report import (
     TimingMetric,
     TrialCollateral,
     TrialRecord,
+    shared_catalog_digest,
+    shared_split,
 )
 from itbench.core.models.trial import TrialPhase, TrialScores
 from itbench.core.scoring.compare import paired_comparison
@@ -520,6 +522,8 @@ def build_report(
         agent=agent,
         created_at=created_at,
         runs=sorted({r.run for r in records}),
+        split=shared_split(records),
+        catalog_digest=shared_catalog_digest(records),
         trials=len(records),
         succeeded=sum(1 for r in records if r.phase == TrialPhase.SUCCEEDED),
         failed=sum(1 for r in records if r.phase == TrialPhase.FAILED),
