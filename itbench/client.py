@@ -37,6 +37,7 @@ from itbench.core.models.observations import (
 )
 from itbench.core.models.scenario import (
     EntityKind,
+    FaultCategory,
     GroundTruth,
     GroundTruthEntity,
     Mitigation,
@@ -70,6 +71,7 @@ __all__ = [
     "Domain",
     "EntityKind",
     "EventList",
+    "FaultCategory",
     "GroundTruth",
     "GroundTruthEntity",
     "ITBenchAPIError",

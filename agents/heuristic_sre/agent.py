@@ -25,6 +25,7 @@ from itbench.client import (
     DiagnosisReport,
     Domain,
     EntityKind,
+    FaultCategory,
     ITBenchAPIError,
     ITBenchClient,
     MitigationReport,
@@ -79,6 +80,7 @@ class Finding:
         roots: Root-cause entities (`Kind`, `name`).
         remedy: The actions that undo it.
         remedy_words: The remedy in words.
+        category: What is wrong at the root causes.
     """
 
     service: str
@@ -87,6 +89,28 @@ class Finding:
     roots: list[tuple[str, str]] = field(default_factory=list)
     remedy: list[AgentAction] = field(default_factory=list)
     remedy_words: str = ""
+    category: FaultCategory | None = None
+
+
+REASON_CATEGORIES: tuple[tuple[str, FaultCategory], ...] = (
+    ("ImagePullBackOff", FaultCategory.BAD_IMAGE),
+    ("ErrImagePull", FaultCategory.BAD_IMAGE),
+    ("InvalidImageName", FaultCategory.BAD_IMAGE),
+    ("OOMKilled", FaultCategory.RESOURCE_LIMITS),
+    ("Pending", FaultCategory.UNSCHEDULABLE),
+    ("CreateContainerConfigError", FaultCategory.BAD_CONFIGURATION),
+    ("CrashLoopBackOff", FaultCategory.BAD_IMAGE),
+    ("Error", FaultCategory.BAD_IMAGE),
+    ("NotReady", FaultCategory.BAD_PROBE),
+)
+"""What a pod's waiting or termination reason says is wrong, most telling first."""
+
+
+def _category_of(reasons: list[str]) -> FaultCategory:
+    for reason, category in REASON_CATEGORIES:
+        if reason in reasons:
+            return category
+    return FaultCategory.BAD_CONFIGURATION
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -392,6 +416,7 @@ class Investigation:
                             roots=[("Flag", flag)],
                             remedy=[reset, *self.restart(service)],
                             remedy_words=f"set flag {flag} to off and restart {service}",
+                            category=FaultCategory.FEATURE_FLAG,
                         )
                     )
         return out
@@ -422,6 +447,7 @@ class Investigation:
                             *self.restart(service),
                         ],
                         remedy_words=f"delete {kind} {_name(obj)}",
+                        category=FaultCategory.NETWORK_DEGRADED,
                     )
                 )
         return out
@@ -454,6 +480,7 @@ class Investigation:
                             )
                         ],
                         remedy_words=f"delete NetworkPolicy {_name(policy)}",
+                        category=FaultCategory.TRAFFIC_BLOCKED,
                     )
                 )
         return out
@@ -488,6 +515,7 @@ class Investigation:
                             )
                         ],
                         remedy_words=f"restore the selector of Service {service}",
+                        category=FaultCategory.SERVICE_MISROUTED,
                     )
                 )
             container_ports = sorted(
@@ -525,6 +553,7 @@ class Investigation:
                             )
                         ],
                         remedy_words=f"restore the targetPort of Service {service}",
+                        category=FaultCategory.SERVICE_MISROUTED,
                     )
                 )
         return out
@@ -575,6 +604,7 @@ class Investigation:
                             )
                         ],
                         remedy_words=f"scale Deployment {service} back to 1",
+                        category=FaultCategory.SCALED_DOWN,
                     )
                 )
             if not reasons and not restore:
@@ -584,7 +614,11 @@ class Investigation:
                 f", {restarts} restarts" if restarts else ""
             )
             finding = Finding(
-                service=service, weight=1.0, condition=condition, roots=[("Deployment", service)]
+                service=service,
+                weight=1.0,
+                condition=condition,
+                roots=[("Deployment", service)],
+                category=_category_of(reasons),
             )
             if restore:
                 finding.weight = 3.0 + (1.0 if reasons else 0.0)
@@ -693,6 +727,7 @@ def diagnose(inv: Investigation) -> Diagnosis:
                 roots=[("Deployment", deepest)],
                 remedy=inv.restart(deepest),
                 remedy_words=f"restart Deployment {deepest}",
+                category=FaultCategory.APPLICATION_FAILURE,
             )
         ]
     symptomatic = failing | set(alerting)
@@ -720,6 +755,7 @@ def report(diagnosis: Diagnosis, notes: list[str]) -> DiagnosisReport:
                     name=name,
                     root_cause=True,
                     condition=f.condition[:1000],
+                    category=f.category,
                 ),
             )
     edges: dict[tuple[str, str], PredictedEdge] = {}

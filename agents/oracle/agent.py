@@ -31,7 +31,11 @@ def diagnosis_of(truth: GroundTruth) -> DiagnosisReport:
     return DiagnosisReport(
         entities=[
             PredictedEntity(
-                kind=e.kind, name=e.name, root_cause=e.root_cause, condition=e.condition[:1000]
+                kind=e.kind,
+                name=e.name,
+                root_cause=e.root_cause,
+                condition=e.condition[:1000],
+                category=e.category if e.root_cause else None,
             )
             for e in named
         ],

@@ -73,11 +73,7 @@ def practice_trial(
         timeouts=Timeouts(agent_seconds=agent_seconds),
         allow_oracle=allow_oracle,
     )
-    env = SimEnvironment(
-        seed=plan.seed,
-        namespace=scenario.spec.environment.namespace,
-        telemetry=scenario.spec.environment.telemetry,
-    )
+    env = SimEnvironment.for_scenario(scenario, seed=plan.seed)
     registry = SessionRegistry()
     ctx = plan.context(agent_name=PRACTICE_AGENT)
     executor = TrialExecutor(ctx, env, registry, MemoryEvidenceStore(), virtual_time=True)

@@ -18,6 +18,7 @@ from itbench.core.faults import (
     ObjectChange,
     register,
 )
+from itbench.core.models.scenario import FaultCategory
 from itbench.core.shop import (
     COST_BUDGET_KEY,
     COST_CONFIGMAP,
@@ -292,6 +293,7 @@ def _flag_fault(fault_id: str, flag: str, description: str) -> None:
             args_model=NoArgs,
             effect=lambda _a, ns: _flag(flag, "on", ns),
             playbook=_FLAGD_PLAYBOOK,
+            category=FaultCategory.FEATURE_FLAG,
         )
     )
 
@@ -339,6 +341,7 @@ register(
         args_model=VariantArgs,
         effect=lambda a, ns: _flag("productCatalogFailure", a.variant, ns),
         playbook=_FLAGD_PLAYBOOK,
+        category=FaultCategory.FEATURE_FLAG,
     )
 )
 register(
@@ -349,6 +352,7 @@ register(
         args_model=PaymentFailureArgs,
         effect=lambda a, ns: _flag("paymentFailure", f"{a.percent}%", ns),
         playbook=_FLAGD_PLAYBOOK,
+        category=FaultCategory.FEATURE_FLAG,
     )
 )
 register(
@@ -359,6 +363,7 @@ register(
         args_model=ImageSlowLoadArgs,
         effect=lambda a, ns: _flag("imageSlowLoad", a.variant, ns),
         playbook=_FLAGD_PLAYBOOK,
+        category=FaultCategory.FEATURE_FLAG,
     )
 )
 register(
@@ -369,6 +374,7 @@ register(
         args_model=MemoryLeakArgs,
         effect=lambda a, ns: _flag("emailMemoryLeak", a.variant, ns),
         playbook=_FLAGD_PLAYBOOK,
+        category=FaultCategory.FEATURE_FLAG,
     )
 )
 
@@ -501,6 +507,32 @@ def _cost_threshold(args: CostThresholdArgs, namespace: str) -> list[ObjectChang
     ]
 
 
+_CATEGORIES: dict[str, FaultCategory] = {
+    "kubernetes.nonexistent-image": FaultCategory.BAD_IMAGE,
+    "kubernetes.wrong-arch-image": FaultCategory.BAD_IMAGE,
+    "kubernetes.memory-limit": FaultCategory.RESOURCE_LIMITS,
+    "kubernetes.cpu-limit": FaultCategory.RESOURCE_LIMITS,
+    "kubernetes.block-ingress": FaultCategory.TRAFFIC_BLOCKED,
+    "kubernetes.scale-to-zero": FaultCategory.SCALED_DOWN,
+    "kubernetes.service-selector": FaultCategory.SERVICE_MISROUTED,
+    "kubernetes.service-target-port": FaultCategory.SERVICE_MISROUTED,
+    "kubernetes.env-dependency-address": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.bad-readiness-probe": FaultCategory.BAD_PROBE,
+    "kubernetes.nonexistent-node": FaultCategory.UNSCHEDULABLE,
+    "kubernetes.valkey-password": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.hpa-misconfiguration": FaultCategory.AUTOSCALING,
+    "kubernetes.cost-alert-threshold": FaultCategory.ALERTING_THRESHOLD,
+    "chaos.network-delay": FaultCategory.NETWORK_DEGRADED,
+    "chaos.network-partition": FaultCategory.NETWORK_DEGRADED,
+    "chaos.pod-failure": FaultCategory.PODS_DOWN,
+    "chaos.cpu-stress": FaultCategory.RESOURCE_STRESS,
+    "chaos.memory-stress": FaultCategory.RESOURCE_STRESS,
+    "chaos.http-abort": FaultCategory.APPLICATION_FAILURE,
+    "chaos.http-tamper": FaultCategory.APPLICATION_FAILURE,
+    "chaos.jvm-return": FaultCategory.APPLICATION_FAILURE,
+}
+"""What is wrong at each Kubernetes and Chaos Mesh fault's root cause."""
+
 _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
     (
         "kubernetes.nonexistent-image",
@@ -610,6 +642,7 @@ for _id, _desc, _model, _fn, _pb in _KUBERNETES_FAULTS:
             args_model=_model,
             effect=_fn,
             playbook=_pb,
+            category=_CATEGORIES[_id],
         )
     )
 
@@ -758,5 +791,6 @@ for _cid, _cdesc, _cmodel, _cfn in _CHAOS_FAULTS:
             effect=_cfn,
             playbook=_CREATE_PLAYBOOK,
             agent_reachable=False,
+            category=_CATEGORIES[_cid],
         )
     )

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from itbench.core.models.base import ApiModel
+from itbench.core.models.scenario import FaultCategory
 
 
 class Mechanism(StrEnum):
@@ -65,6 +66,7 @@ class FaultDefinition:
         agent_reachable: The agent can undo the cause through the objects it may see and change.
             False for injector-side faults (Chaos Mesh experiments live where agents cannot
             read or write): scenarios with such a fault are scored on diagnosis only.
+        category: What is wrong at the fault's root cause, as a diagnosis must name it.
     """
 
     id: str
@@ -74,6 +76,7 @@ class FaultDefinition:
     effect: EffectFn
     playbook: str
     agent_reachable: bool = True
+    category: FaultCategory | None = None
 
     def changes(self, args: Mapping[str, Any], namespace: str) -> list[ObjectChange]:
         """Validate arguments and return the object changes that inject the fault."""

@@ -15,6 +15,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import Field
 
+from itbench.core.decoys import Decoy, decoys_for
 from itbench.core.faults import ObjectChange, get_fault
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.base import (
@@ -34,12 +35,8 @@ from itbench.core.models.trial import (
     TrialSpec,
     TrialStatus,
 )
-from itbench.core.scoring.ciso import score_posture
-from itbench.core.scoring.diagnosis import score_diagnosis
-from itbench.core.scoring.finops import score_finops
-from itbench.core.scoring.mitigation import MitigationEvidence, score_mitigation
 from itbench.core.scoring.profile import DEFAULT_PROFILE, EvaluationProfile
-from itbench.core.topology import build_topology
+from itbench.core.scoring.trial import TrialEvidence, grade_trial
 
 
 class Reason(StrEnum):
@@ -165,9 +162,45 @@ class TrialContext:
         """The application namespace of the scenario."""
         return self.scenario.spec.environment.namespace
 
-    def inject_keys(self) -> list[str]:
+    def fault_keys(self) -> list[str]:
         """The idempotency keys of the scenario's fault injections, in order."""
         return [f"{self.uid}/inject/{i}" for i in range(len(self.scenario.spec.faults))]
+
+    def decoys(self) -> list[Decoy]:
+        """The trial's benign changes (drawn from its seed)."""
+        return decoys_for(self.scenario, self.spec.seed)
+
+    def injections(self) -> list[InjectFault]:
+        """Every injection of the trial in order: decoys before the fault, the faults, decoys
+        after it. Each is an idempotent action keyed by the trial's uid."""
+        ns = self.namespace
+        decoys = self.decoys()
+        before = [
+            InjectFault(key=f"{self.uid}/decoy/{i}", fault_id="decoy", changes=list(d.changes))
+            for i, d in enumerate(decoys)
+            if d.before_fault
+        ]
+        after = [
+            InjectFault(key=f"{self.uid}/decoy/{i}", fault_id="decoy", changes=list(d.changes))
+            for i, d in enumerate(decoys)
+            if not d.before_fault
+        ]
+        faults = [
+            InjectFault(key=key, fault_id=f.id, changes=get_fault(f.id).changes(f.args, ns))
+            for key, f in zip(self.fault_keys(), self.scenario.spec.faults, strict=True)
+        ]
+        return [*before, *faults, *after]
+
+    def inject_keys(self) -> list[str]:
+        """The keys of every injection (decoys and faults), in the order they are applied.
+
+        Computed without the faults' changes, so that a trial whose fault cannot be built can
+        still be aborted and cleaned up.
+        """
+        decoys = self.decoys()
+        before = [f"{self.uid}/decoy/{i}" for i, d in enumerate(decoys) if d.before_fault]
+        after = [f"{self.uid}/decoy/{i}" for i, d in enumerate(decoys) if not d.before_fault]
+        return [*before, *self.fault_keys(), *after]
 
     def agent_telemetry(self) -> TelemetryToggles:
         """Signals the agent may read: the scenario's, masked by the run."""
@@ -559,7 +592,7 @@ def _provisioning(
 ) -> Decision:
     elapsed = _elapsed(status, now)
     if obs.baseline is not None:
-        if ctx.scenario.spec.control or not ctx.scenario.spec.faults:
+        if not ctx.inject_keys():
             return Decision(
                 status=_enter(
                     status,
@@ -587,12 +620,8 @@ def _provisioning(
 
 
 def _start_injecting(ctx: TrialContext, status: TrialStatus, now: datetime) -> Decision:
-    actions: list[Action] = []
-    ns = ctx.namespace
-    for key, fault in zip(ctx.inject_keys(), ctx.scenario.spec.faults, strict=True):
-        changes = get_fault(fault.id).changes(fault.args, ns)
-        actions.append(InjectFault(key=key, fault_id=fault.id, changes=changes))
-    ids = ", ".join(f.id for f in ctx.scenario.spec.faults)
+    actions: list[Action] = list(ctx.injections())
+    ids = ", ".join(f.id for f in ctx.scenario.spec.faults) or "nothing"
     return Decision(
         status=_enter(status, TrialPhase.INJECTING, now, Reason.INJECTING, f"injecting {ids}"),
         actions=actions,
@@ -609,6 +638,16 @@ def _injecting(
 ) -> Decision:
     missing = [k for k in ctx.inject_keys() if k not in obs.injected]
     if not missing:
+        if ctx.scenario.spec.control or not ctx.scenario.spec.faults:
+            return Decision(
+                status=_enter(
+                    status,
+                    TrialPhase.AWAITING_ALERTS,
+                    now,
+                    Reason.CONTROL if ctx.scenario.spec.control else Reason.FAULT_INJECTED,
+                    "nothing to inject",
+                )
+            )
         entered = _enter(
             status,
             TrialPhase.AWAITING_ALERTS,
@@ -654,7 +693,7 @@ def _awaiting_alerts(
                 now,
                 Reason.CONTROL_NOT_QUIET,
                 f"environment: alerts fired in a no-fault control: {names}",
-                inject=False,
+                inject=True,
             )
         window = min(config.control_window_seconds, ctx.alerts_timeout_seconds())
         if elapsed < window:
@@ -704,11 +743,19 @@ TOPOLOGY_KINDS = (
 """Object kinds every topology records."""
 
 
+INJECTOR_ENTITY_KINDS = frozenset(
+    {"NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos"}
+)
+"""Kinds of the fault injector: never part of what an agent can observe."""
+
+
 def topology_kinds(scenario: Scenario) -> list[str]:
     """The kinds to record for a scenario's topology: the usual ones plus every kind its
-    ground truth names (e.g. a Chaos Mesh object), so that the truth's entities are nodes."""
+    ground truth names, so that the truth's entities are nodes (never the injector's kinds)."""
     kinds = list(TOPOLOGY_KINDS)
     for entity in scenario.spec.ground_truth.entities:
+        if entity.kind.value in INJECTOR_ENTITY_KINDS:
+            continue
         if entity.kind.value not in kinds:
             kinds.append(entity.kind.value)
     return kinds
@@ -1100,9 +1147,7 @@ def score_trial(
 ) -> tuple[TrialScores, list[str]]:
     """Score a trial with the scoring core (default evaluation profile).
 
-    SRE: diagnosis (root cause named, NTAM, time to diagnosis) and mitigation (alerts cleared and
-    health back at baseline through the window). FinOps: the same evidence plus cost proximity.
-    CISO: the posture assessment.
+    See `itbench.core.scoring.trial.grade_trial` for what each task needs.
 
     Args:
         evaluation: The trial's evidence and the agent's output.
@@ -1112,48 +1157,19 @@ def score_trial(
         The scores, and a description of each failed task (empty when every task passed).
     """
     ctx = evaluation.context
-    spec = ctx.scenario.spec
-    truth = spec.ground_truth
-    out = evaluation.output
-    profile_id = profile.id
-    failed: list[str] = []
-    if spec.domain == Domain.CISO:
-        ttp = (evaluation.agent_finished_at - evaluation.ready_at).total_seconds()
-        posture = score_posture(out.posture, truth.posture, ttp)
-        if not posture.passed:
-            failed.append(
-                f"CISO posture: {posture.matched} of {posture.expected} controls assessed right"
-            )
-        return TrialScores(profile=profile_id, posture=posture), failed
-    topology = build_topology(
-        [dict(o) for o in evaluation.topology_objects], list(evaluation.service_calls)
+    return grade_trial(
+        TrialEvidence(
+            scenario=ctx.scenario,
+            seed=ctx.spec.seed,
+            output=evaluation.output,
+            ready_at=evaluation.ready_at,
+            agent_finished_at=evaluation.agent_finished_at,
+            baseline=evaluation.baseline,
+            samples=evaluation.samples,
+            alert_history=evaluation.alert_history,
+            topology_objects=evaluation.topology_objects,
+            service_calls=evaluation.service_calls,
+            window_seconds=evaluation.window_seconds,
+        ),
+        profile,
     )
-    diagnosis = score_diagnosis(out.diagnosis, truth, topology, profile)
-    if diagnosis.passed and out.diagnosis_submitted_at is not None:
-        ttd = max((out.diagnosis_submitted_at - evaluation.ready_at).total_seconds(), 0.0)
-        diagnosis = diagnosis.model_copy(update={"ttd_seconds": ttd})
-    evidence = MitigationEvidence(
-        baseline=evaluation.baseline,
-        samples=evaluation.samples,
-        expected_alerts=list(spec.triggers.alerts),
-        alert_history=evaluation.alert_history,
-        ready_at=evaluation.ready_at,
-        agent_finished_at=evaluation.agent_finished_at,
-        window_seconds=evaluation.window_seconds,
-    )
-    mitigation = score_mitigation(evidence, profile)
-    if spec.domain == Domain.FINOPS:
-        finops = score_finops(diagnosis, truth, evaluation.samples[-1], mitigation.passed)
-        if not finops.diagnosis_passed:
-            failed.append("FinOps diagnosis: the inefficiency was not identified")
-        if not finops.mitigation_passed:
-            failed.append(f"FinOps mitigation: {mitigation.reason or 'not removed'}")
-        scores = TrialScores(
-            profile=profile_id, diagnosis=diagnosis, mitigation=mitigation, finops=finops
-        )
-        return scores, failed
-    if not diagnosis.passed:
-        failed.append("SRE diagnosis: the root cause was not named")
-    if not mitigation.passed:
-        failed.append(f"SRE mitigation: {mitigation.reason or 'alerts not cleared'}")
-    return TrialScores(profile=profile_id, diagnosis=diagnosis, mitigation=mitigation), failed

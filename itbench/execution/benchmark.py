@@ -131,11 +131,7 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
     store = RunStore(Path(root)) if root is not None else None
     worker = _worker()
     scenario = plan.scenario
-    env = SimEnvironment(
-        seed=plan.seed,
-        namespace=scenario.spec.environment.namespace,
-        telemetry=scenario.spec.environment.telemetry,
-    )
+    env = SimEnvironment.for_scenario(scenario, seed=plan.seed)
     ctx = plan.context()
     executor = TrialExecutor(ctx, env, worker.registry, MemoryEvidenceStore(), virtual_time=True)
     previous = store.load_status(plan.name) if store is not None else None

@@ -26,6 +26,11 @@ from itbench import __version__
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.base import Domain
 from itbench.core.models.observations import ActionResult, AgentAction, AlertState
+from itbench.core.models.scenario import GroundTruth, Scenario
+from itbench.core.scoring.diagnosis import graded_truth
+from itbench.core.scoring.profile import DEFAULT_PROFILE
+from itbench.core.scoring.trial import fault_categories
+from itbench.core.tasks import mitigation_applies
 from itbench.environments.port import EnvironmentFailure
 from itbench.gateway import guardrails, kubectl
 from itbench.gateway.problems import (
@@ -873,13 +878,33 @@ def create_app(registry: SessionRegistry, *, inline: bool = False) -> FastAPI:
                     "the ground truth is hidden from agents; this run does not allow the oracle",
                     extra={"rule": "ground-truth"},
                 )
-            return session.scenario.spec.ground_truth.wire()
+            return oracle_truth(session.scenario).wire()
 
     app.include_router(router)
     _install_audited_validation(app, registry)
     _install_audited_problems(app, registry)
     app.openapi = _openapi_with_models(app)  # type: ignore[method-assign]
     return app
+
+
+def oracle_truth(scenario: Scenario) -> GroundTruth:
+    """The ground truth as the default profile grades it: what an agent can observe, the
+    specific root causes, and the accepted mitigations only where the agent can reach the cause."""
+    truth = graded_truth(
+        scenario.spec.ground_truth, DEFAULT_PROFILE, fault_categories(scenario)
+    ).truth
+    categories = fault_categories(scenario)
+    if categories:
+        entities = [
+            e.model_copy(update={"category": categories[0]})
+            if e.root_cause and e.category is None
+            else e
+            for e in truth.entities
+        ]
+        truth = truth.model_copy(update={"entities": entities})
+    if not mitigation_applies(scenario):
+        truth = truth.model_copy(update={"mitigations": []})
+    return truth
 
 
 def _check_state(

@@ -72,11 +72,7 @@ def simulator_environment(ctx: TrialContext) -> Environment:
         )
     from itbench.environments.sim.environment import SimEnvironment
 
-    return SimEnvironment(
-        seed=ctx.spec.seed,
-        namespace=ctx.namespace,
-        telemetry=ctx.scenario.spec.environment.telemetry,
-    )
+    return SimEnvironment.for_scenario(ctx.scenario, seed=ctx.spec.seed)
 
 
 class EnvironmentRegistry:

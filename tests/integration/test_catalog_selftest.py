@@ -11,6 +11,7 @@ from itbench.core.complexity import TABLE_12, effective_complexity
 from itbench.core.faults import get_fault
 from itbench.core.models import Complexity, Domain, Scenario
 from itbench.core.models.scenario import ExpectedAlert, Mitigation, MitigationStep
+from itbench.core.tasks import mitigation_applies
 from itbench.environments.port import Environment
 from itbench.environments.sim.selftest import (
     run_catalog_selftest,
@@ -62,8 +63,10 @@ def test_scenario_instance_validates_and_passes_selftest(case: tuple[Path, int])
     assert names[-1] == "baseline-restored"
     if scenario.spec.control:
         assert "control-silent" in names
-    else:
+    elif mitigation_applies(scenario):
         assert {"alerts-fire", "alerts-clear", "alerts-stay-clear"} <= set(names)
+    else:
+        assert {"alerts-fire", "mitigation-not-applicable"} <= set(names)
 
 
 def test_catalog_loads_without_problems_and_is_large_enough() -> None:

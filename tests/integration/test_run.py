@@ -29,6 +29,7 @@ from itbench.core.models.observations import (
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialPhase, TrialStatus
 from itbench.core.runner import new_status
+from itbench.core.tasks import mitigation_applies
 from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.artefacts import RunStore
 from itbench.execution.benchmark import EMBEDDED_CONFIG
@@ -199,7 +200,13 @@ def fixing_agent(client: ITBenchClient) -> None:
     client.next_trial(timeout=0)
     client.started()
     client.submit_diagnosis(
-        DiagnosisReport(entities=[PredictedEntity(kind="Deployment", name="cart", root_cause=True)])
+        DiagnosisReport(
+            entities=[
+                PredictedEntity(
+                    kind="Deployment", name="cart", root_cause=True, category="FeatureFlag"
+                )
+            ]
+        )
     )
     client.act(
         AgentAction(
@@ -275,7 +282,8 @@ def test_trial_succeeds_through_the_gateway_with_scores_and_trajectory(tmp_path:
     assert final.scores.mitigation is not None and final.scores.mitigation.passed
     assert final.scores.diagnosis.ttd_seconds is not None
     assert final.scores.mitigation.ttr_seconds is not None
-    assert h.env.applied == [f"{h.executor.ctx.uid}/inject/0"]
+    assert h.env.applied == h.executor.ctx.inject_keys()
+    assert [k for k in h.env.applied if "/inject/" in k] == [f"{h.executor.ctx.uid}/inject/0"]
     assert h.env.flag_on_since is None, "the fault was removed"
     actions = [e["action"] for e in h.executor.trajectory()]
     assert {"protocol.started", "submit.diagnosis", "protocol.finished"} <= set(actions)
@@ -369,7 +377,7 @@ def test_crash_between_any_two_steps_resumes_without_reinjecting(
     resumed_from = store.load_status(name) or new_status(h.env.now())
     final = drive(h, resumed_from, lambda s: store.save_status(name, s))
     assert final.phase == TrialPhase.SUCCEEDED, final.message
-    assert h.env.injections() == [f"{h.executor.ctx.uid}/inject/0"]
+    assert h.env.injections() == h.executor.ctx.inject_keys(), "each injection once"
     assert final.injections == 1
     assert store.load_status(name) == final
     phases = [e.phase for e in final.timeline]
@@ -470,11 +478,18 @@ def test_oracle_scores_one_on_every_diagnosis_and_mitigation_metric_over_the_cat
             problems.append(f"{name}: {status.phase.value} {status.reason}: {status.message}")
             continue
         if plan.scenario.spec.control:
+            if scores.false_alarm is None or not scores.false_alarm.passed:
+                problems.append(f"{name}: false alarm {scores.false_alarm}")
             continue
         d, m = scores.diagnosis, scores.mitigation
         if d is None or not (d.passed and d.fl_ntam == 1.0 and d.fpc_ntam == 1.0):
             problems.append(f"{name}: diagnosis {d}")
-        if m is None or not m.passed or m.ttr_seconds is None:
+        if scores.collateral:
+            problems.append(f"{name}: collateral {scores.collateral}")
+        if not mitigation_applies(plan.scenario):
+            if m is not None:
+                problems.append(f"{name}: an unreachable fault has a mitigation score")
+        elif m is None or not m.passed or m.ttr_seconds is None:
             problems.append(f"{name}: mitigation {m}")
         if scores.finops is not None and not (
             scores.finops.diagnosis_passed and scores.finops.mitigation_passed
@@ -502,14 +517,20 @@ def test_null_agent_scores_zero_and_raises_no_errored_trials(
     ]
     assert errored == []
     for name, (plan, status) in null_results.items():
-        if plan.scenario.spec.control:
-            continue
         assert status.phase == TrialPhase.FAILED, name
         scores = status.scores
-        assert scores is not None and scores.diagnosis is not None, name
+        assert scores is not None, name
+        if plan.scenario.spec.control:
+            # Saying nothing is not saying that nothing is wrong.
+            assert scores.false_alarm is not None and not scores.false_alarm.passed, name
+            continue
+        assert scores.diagnosis is not None, name
         assert not scores.diagnosis.passed and scores.diagnosis.fl_ntam == 0.0, name
         assert scores.diagnosis.fpc_ntam == 0.0, name
-        assert scores.mitigation is not None and not scores.mitigation.passed, name
+        if mitigation_applies(plan.scenario):
+            assert scores.mitigation is not None and not scores.mitigation.passed, name
+        else:
+            assert scores.mitigation is None, name
 
 
 @pytest.mark.slow
@@ -726,6 +747,6 @@ def test_simulated_trial_resumes_after_a_crash_in_any_phase_without_reinjecting(
         config=EMBEDDED_CONFIG,
     )
     assert final.phase == TrialPhase.SUCCEEDED, final.message
-    assert env.injections() == [f"{plan.uid}/inject/0"]
+    assert env.injections() == executor.ctx.inject_keys(), "each injection once"
     assert [e.phase for e in final.timeline].count(TrialPhase.INJECTING) == 1
     assert final.injections == 1

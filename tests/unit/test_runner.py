@@ -120,7 +120,8 @@ class FakeWorld:
         alerts = []
         if self.noisy:
             alerts.append(self._alert("RequestLatencyHigh", "frontend"))
-        active = self.injected and not (self.removed and self.heals_on_removal)
+        faults = [k for k in self.injected if "/inject/" in k]  # decoys cause nothing
+        active = faults and not (self.removed and self.heals_on_removal)
         manifests = active and self.fault_manifests and self.injected_at is not None
         if manifests and (self.now - self.injected_at).total_seconds() >= self.alert_delay:
             alerts.append(self._alert("RequestErrorRate", "cart"))
@@ -170,7 +171,8 @@ class FakeWorld:
             elif isinstance(action, InjectFault):
                 if action.key not in self.injected:
                     self.injected.append(action.key)
-                    self.injected_at = self.now
+                    if "/inject/" in action.key:
+                        self.injected_at = self.now
             elif isinstance(action, CollectSample):
                 self.samples.setdefault(action.key, self.snapshot())
             elif isinstance(action, RemoveFault):
@@ -282,7 +284,8 @@ def phases(status: TrialStatus) -> list[TrialPhase]:
 
 def test_trial_passes_through_every_phase_in_order_and_succeeds() -> None:
     world = FakeWorld()
-    final, _ = run(context(), world)
+    ctx = context()
+    final, _ = run(ctx, world)
     assert phases(final) == [
         TrialPhase.PENDING,
         TrialPhase.PROVISIONING,
@@ -296,7 +299,9 @@ def test_trial_passes_through_every_phase_in_order_and_succeeds() -> None:
     ]
     assert final.reason == Reason.TASKS_PASSED
     assert final.injections == 1
-    assert world.injected == [f"{UID}/inject/0"]
+    assert world.injected == ctx.inject_keys()
+    assert f"{UID}/inject/0" in world.injected
+    assert all(k.startswith(f"{UID}/decoy/") for k in world.injected if "/inject/" not in k)
     assert final.scores is not None and final.scores.profile == "test@1"
     assert final.ready_at is not None and final.agent_started_at == final.ready_at + timedelta(
         seconds=5
@@ -453,7 +458,9 @@ def test_faults_are_removed_last_in_first_out() -> None:
     ctx = replace(context(), scenario=Scenario.model_validate(doc))
     decision = abort(ctx, new_status(T0), T0, Reason.PLATFORM_ERROR, "x")
     removed = [a.key for a in decision.actions if isinstance(a, RemoveFault)]
-    assert removed == [f"{UID}/inject/2", f"{UID}/inject/1", f"{UID}/inject/0"]
+    assert removed == list(reversed(ctx.inject_keys()))
+    faults = [k for k in removed if "/inject/" in k]
+    assert faults == [f"{UID}/inject/2", f"{UID}/inject/1", f"{UID}/inject/0"]
 
 
 def test_recovery_that_never_restores_the_baseline_is_errored_and_marks_a_rebuild() -> None:
@@ -467,12 +474,13 @@ def test_recovery_that_never_restores_the_baseline_is_errored_and_marks_a_rebuil
     assert world.resets == 1
 
 
-def test_control_scenario_injects_nothing_and_waits_a_quiet_window() -> None:
+def test_control_scenario_injects_only_decoys_and_waits_a_quiet_window() -> None:
     world = FakeWorld()
-    final, _ = run(context(control=True), world)
+    ctx = context(control=True)
+    final, _ = run(ctx, world)
     assert final.phase == TrialPhase.SUCCEEDED
-    assert TrialPhase.INJECTING not in phases(final)
-    assert world.injected == []
+    assert world.injected == ctx.inject_keys()
+    assert world.injected and all("/decoy/" in k for k in world.injected)
     awaiting = next(e for e in final.timeline if e.phase == TrialPhase.AWAITING_ALERTS)
     ready = next(e for e in final.timeline if e.phase == TrialPhase.READY)
     assert ready.time - awaiting.time == timedelta(seconds=CONFIG.control_window_seconds)
@@ -485,12 +493,15 @@ def test_control_scenario_with_firing_alerts_is_errored_by_the_environment() -> 
     awaiting = next(s for s in history if s.phase == TrialPhase.AWAITING_ALERTS)
     world.noisy = True
     decision = step(ctx, awaiting, world.observe(awaiting), world.now, config=CONFIG)
-    assert decision.status.phase == TrialPhase.ERRORED
+    assert decision.status.phase == TrialPhase.RECOVERING
+    assert trial_outcome(decision.status.reason)[0] == TrialPhase.ERRORED
     assert decision.status.reason == Reason.CONTROL_NOT_QUIET
     assert decision.status.message == (
         "environment: alerts fired in a no-fault control: RequestLatencyHigh"
     )
-    assert [type(a) for a in decision.actions] == [MarkForRebuild]
+    kinds = [type(a) for a in decision.actions]
+    assert set(kinds) == {RemoveFault}
+    assert [a.key for a in decision.actions] == list(reversed(ctx.inject_keys()))
 
 
 def test_replaying_any_step_yields_the_same_decision_and_injects_once() -> None:
@@ -511,7 +522,8 @@ def test_replaying_any_step_yields_the_same_decision_and_injects_once() -> None:
         world.now += timedelta(seconds=first.wait_seconds)
         steps += 1
     assert status.phase == TrialPhase.SUCCEEDED
-    assert world.injected == [f"{UID}/inject/0"]
+    assert world.injected == ctx.inject_keys()
+    assert len(world.injected) == len(set(world.injected))
     assert status.injections == 1
     assert steps > 10
 
@@ -544,7 +556,7 @@ def test_abort_removes_the_fault_marks_a_rebuild_and_names_the_owner() -> None:
     assert decision.status.phase == TrialPhase.ERRORED
     assert decision.status.message == "platform: KeyError: x"
     kinds = [type(a) for a in decision.actions]
-    assert kinds == [RemoveFault, CloseSession, MarkForRebuild]
+    assert kinds == [RemoveFault] * len(ctx.inject_keys()) + [CloseSession, MarkForRebuild]
     env_abort = abort(ctx, status, T0, Reason.ENVIRONMENT_FAILURE, "unreachable")
     assert env_abort.status.message == "environment: unreachable"
     cancelled = abort(ctx, status, T0, Reason.CANCELLED, "the run was cancelled")

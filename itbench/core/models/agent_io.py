@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from itbench.core.models.base import ApiModel
-from itbench.core.models.scenario import EntityKind, PostureResult
+from itbench.core.models.scenario import EntityKind, FaultCategory, PostureResult
 
 MAX_REPORT_ENTITIES = 200
 MAX_TEXT = 20_000
@@ -19,6 +19,11 @@ class PredictedEntity(ApiModel):
     root_cause: bool = Field(default=False, description="The agent believes this is a root cause.")
     condition: str = Field(
         default="", max_length=1000, description="The fault condition the agent sees here."
+    )
+    category: FaultCategory | None = Field(
+        default=None,
+        description="For a root cause: what is wrong here, from the closed list (a root cause "
+        "counts only with the right category).",
     )
 
     def ref(self) -> str:

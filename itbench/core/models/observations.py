@@ -79,7 +79,12 @@ class EnvironmentSnapshot(ApiModel):
     cpu_usage_cores: float = Field(default=0.0, ge=0, description="Sum of CPU usage.")
     cost_per_hour: float = Field(default=0.0, ge=0, description="Cost of requested resources.")
     flags: dict[str, str] = Field(
-        default_factory=dict, description="flagd flags and their default variants."
+        default_factory=dict, description="flagd flags and the variant each one serves."
+    )
+    objects: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Desired state (labels, annotations, spec or data) of every object of the "
+        "compared kinds, by `Kind/name` (see itbench.core.inventory).",
     )
 
     def workload(self, name: str) -> WorkloadHealth | None:

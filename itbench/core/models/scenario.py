@@ -117,6 +117,41 @@ class EntityKind(StrEnum):
     JVM_CHAOS = "JVMChaos"
 
 
+class FaultCategory(StrEnum):
+    """What is wrong at a root cause, from a closed list (a diagnosis names one per root cause)."""
+
+    BAD_IMAGE = "BadImage"
+    """The container image cannot be pulled or cannot run (missing, wrong architecture)."""
+    RESOURCE_LIMITS = "ResourceLimits"
+    """CPU or memory limits or requests are too low for the workload."""
+    BAD_CONFIGURATION = "BadConfiguration"
+    """A wrong environment variable, command, argument or credential."""
+    UNSCHEDULABLE = "Unschedulable"
+    """Pods cannot be placed on a node."""
+    BAD_PROBE = "BadProbe"
+    """A health probe fails although the application works."""
+    SCALED_DOWN = "ScaledDown"
+    """Too few replicas (none) are asked for."""
+    SERVICE_MISROUTED = "ServiceMisrouted"
+    """A Service selects no or wrong pods, or targets a port nothing listens on."""
+    TRAFFIC_BLOCKED = "TrafficBlocked"
+    """A NetworkPolicy blocks traffic to the pods."""
+    FEATURE_FLAG = "FeatureFlag"
+    """A feature flag switches on faulty behaviour."""
+    NETWORK_DEGRADED = "NetworkDegraded"
+    """Latency, loss or a partition on the network path."""
+    RESOURCE_STRESS = "ResourceStress"
+    """Something inside the pods exhausts CPU or memory."""
+    APPLICATION_FAILURE = "ApplicationFailure"
+    """The application aborts, corrupts or wrongly answers requests."""
+    PODS_DOWN = "PodsDown"
+    """The pods run but serve nothing."""
+    AUTOSCALING = "Autoscaling"
+    """A HorizontalPodAutoscaler is misconfigured."""
+    ALERTING_THRESHOLD = "AlertingThreshold"
+    """An alert's threshold or budget is set wrong."""
+
+
 class GroundTruthEntity(ApiModel):
     """An entity involved in the fault, named by kind and name, with accepted aliases."""
 
@@ -132,6 +167,11 @@ class GroundTruthEntity(ApiModel):
     condition: str = Field(
         default="",
         description="The fault condition at this entity (e.g. `image does not exist`).",
+    )
+    category: FaultCategory | None = Field(
+        default=None,
+        description="What is wrong here, for a root cause (default: the category of the "
+        "scenario's faults).",
     )
 
 

@@ -61,6 +61,37 @@ class EvaluationProfile(BaseModel):
         "on at baseline counts as still firing (so renaming the workload cannot hide it).",
     )
 
+    whole_environment: bool = Field(
+        default=False,
+        description="Grade the specific cause and the whole environment: injector objects are "
+        "not part of the truth an agent is graded on, shared aliases and workloads that only "
+        "locate a more specific cause do not pass localisation on their own, mitigation needs "
+        "the fault's cause undone and no collateral change beyond the allowance, and no-fault "
+        "controls are scored on their own false-alarm task.",
+    )
+    shared_aliases: tuple[str, ...] = Field(
+        default=(),
+        description="Aliases that identify a fault only together with a specific entity (e.g. "
+        "the flag ConfigMap, which holds every flag).",
+    )
+    specific_kinds: tuple[str, ...] = Field(
+        default=(),
+        description="Entity kinds that are a cause on their own (a flag, a Service, a "
+        "NetworkPolicy...): when a scenario's truth has a root cause of one of them, its "
+        "workload root causes only locate it and do not pass localisation alone.",
+    )
+    require_category: bool = Field(
+        default=False,
+        description="Diagnosis: a root cause counts only with the right fault category (what is "
+        "wrong there), not only the right place.",
+    )
+    collateral_allowance: int = Field(
+        default=0,
+        ge=0,
+        description="Mitigation: collateral changes tolerated beyond the fault's scope (changes "
+        "that disqualify are never tolerated).",
+    )
+
     @model_validator(mode="after")
     def _positive_costs(self) -> EvaluationProfile:
         for etype, cost in self.edge_costs.items():
@@ -104,7 +135,34 @@ DEFAULT_PROFILE = DEFAULT_V1.model_copy(
 """The default profile, `default@2` (see docs/metrics.md for the reasoning behind each value):
 `default@1`, and an expected alert must not move to another object either."""
 
-PROFILES: dict[str, EvaluationProfile] = {p.id: p for p in (DEFAULT_V1, DEFAULT_PROFILE)}
+DEFAULT_V3 = DEFAULT_V1.model_copy(
+    update={
+        "version": 3,
+        "expected_alerts_on_any_object": True,
+        "whole_environment": True,
+        "shared_aliases": ("ConfigMap/flagd-config",),
+        "specific_kinds": (
+            "Flag",
+            "ConfigMap",
+            "Secret",
+            "Service",
+            "NetworkPolicy",
+            "HorizontalPodAutoscaler",
+            "Node",
+            "AlertRule",
+        ),
+        "collateral_allowance": 1,
+        "require_category": True,
+    }
+)
+"""`default@3`: `default@2`, graded against the specific cause and over the whole environment
+(see docs/metrics.md)."""
+
+DEFAULT_V2 = DEFAULT_PROFILE
+DEFAULT_PROFILE = DEFAULT_V3
+"""The default profile."""
+
+PROFILES: dict[str, EvaluationProfile] = {p.id: p for p in (DEFAULT_V1, DEFAULT_V2, DEFAULT_V3)}
 """Every known profile by id."""
 
 

@@ -14,6 +14,7 @@ from itbench.core.models.observations import ActionResult, ActionVerb, AgentActi
 from itbench.core.shop import FLAGD_CONFIG_KEY, FLAGD_CONFIGMAP
 from itbench.environments.sim.cluster import Cluster
 from itbench.environments.sim.objects import (
+    INJECTOR_KINDS,
     KIND_INFO,
     Obj,
     canonical_kind,
@@ -205,9 +206,11 @@ def set_flag(cluster: Cluster, flag: str, variant: str) -> Outcome:
             f'error: flag "{flag}" has no variant "{variant}" '
             f"(variants: {', '.join(sorted(variants))})"
         )
-    if flags[flag].get("defaultVariant") == variant:
+    if flags[flag].get("defaultVariant") == variant and "targeting" not in flags[flag]:
         return Outcome(f"configmap/{FLAGD_CONFIGMAP} unchanged ({flag} already {variant})", False)
+    # Selecting a variant serves it to everyone, as switching a flag in the flagd UI does.
     flags[flag]["defaultVariant"] = variant
+    flags[flag].pop("targeting", None)
     after = clone(cm)
     after.setdefault("data", {})[FLAGD_CONFIG_KEY] = json.dumps(doc, indent=2) + "\n"
     cluster.put(after)
@@ -285,10 +288,17 @@ def perform(cluster: Cluster, action: AgentAction) -> ActionResult:
     )
 
 
+def _unserved(kind: str) -> ActionError:
+    return ActionError(f'error: the server doesn\'t have a resource type "{kind.lower()}"')
+
+
 def _perform(cluster: Cluster, action: AgentAction) -> Outcome:
     verb = action.verb
     kind = canonical_kind(action.kind)
     name = action.name
+    manifest_kind = canonical_kind(str(action.manifest.get("kind", "")))
+    if kind in INJECTOR_KINDS or manifest_kind in INJECTOR_KINDS:
+        raise _unserved(action.kind if kind in INJECTOR_KINDS else manifest_kind)
     if verb == ActionVerb.SET_FLAG:
         flag = action.flag or (name if kind == "Flag" else "")
         if not flag or action.variant is None:

@@ -291,6 +291,11 @@ class Cluster:
             sets.append(current)
         elif int(current["metadata"]["annotations"]["deployment.kubernetes.io/revision"]) < top:
             current["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = str(top + 1)
+        revision = current["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+        annotations = d["metadata"].setdefault("annotations", {})
+        if annotations.get("deployment.kubernetes.io/revision") != revision:
+            # The Deployment controller records the revision it rolled out on the Deployment.
+            annotations["deployment.kubernetes.io/revision"] = revision
         desired = int(d["spec"].get("replicas", 1))
         old = sorted(
             (rs for rs in sets if rs is not current),

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from itbench.core.alert_rules import EVALUATION_INTERVAL_SECONDS, rules_fingerprint
-from itbench.core.faults import ObjectChange
+from itbench.core.faults import ObjectChange, get_fault
+from itbench.core.inventory import STATE_KINDS, object_states
 from itbench.core.models.base import TelemetryToggles
 from itbench.core.models.observations import (
     ActionResult,
@@ -38,8 +39,10 @@ from itbench.environments.sim.actions import (
 )
 from itbench.environments.sim.alerts import AlertEvaluator
 from itbench.environments.sim.cluster import Cluster, PodDemand
+from itbench.environments.sim.history import Protected, live_in, protected_by
 from itbench.environments.sim.logql import query_logs
 from itbench.environments.sim.objects import (
+    INJECTOR_KINDS,
     KIND_INFO,
     Obj,
     baseline_objects,
@@ -79,6 +82,9 @@ class SimEnvironment:
         namespace: Namespace the shop runs in.
         telemetry: Which signals exist; masked signals answer every query with nothing.
         start: Virtual time at construction.
+        history: Give the shop a seeded, lived-in past when provisioning (earlier revisions,
+            NetworkPolicies, paused flag rollouts), leaving alone what a scenario's faults need;
+            None installs a pristine shop.
     """
 
     def __init__(
@@ -88,8 +94,10 @@ class SimEnvironment:
         namespace: str = "otel-demo",
         telemetry: TelemetryToggles | None = None,
         start: datetime = DEFAULT_START,
+        history: Protected | None = None,
     ) -> None:
         self.seed = seed
+        self._history = history
         self.namespace = namespace
         self.telemetry = telemetry or TelemetryToggles()
         t0 = start.timestamp()
@@ -114,9 +122,22 @@ class SimEnvironment:
     def for_scenario(
         cls, scenario: Scenario, *, seed: int = 0, start: datetime = DEFAULT_START
     ) -> SimEnvironment:
-        """A fresh, unprovisioned environment with a scenario's namespace and telemetry."""
+        """A fresh, unprovisioned environment with a scenario's namespace and telemetry, and a
+        lived-in past drawn from the seed that leaves alone what the scenario's faults need."""
         env = scenario.spec.environment
-        return cls(seed=seed, namespace=env.namespace, telemetry=env.telemetry, start=start)
+        changes: list[ObjectChange] = []
+        for fault in scenario.spec.faults:
+            try:
+                changes += get_fault(fault.id).changes(fault.args, env.namespace)
+            except (LookupError, ValueError):
+                continue  # a bad fault fails the trial at injection, where it is reported
+        return cls(
+            seed=seed,
+            namespace=env.namespace,
+            telemetry=env.telemetry,
+            start=start,
+            history=protected_by(changes),
+        )
 
     # ---- time -------------------------------------------------------------------------------
     def now(self) -> datetime:
@@ -149,6 +170,8 @@ class SimEnvironment:
             return
         for obj in baseline_objects(self.namespace):
             self._cluster.put(obj)
+        if self._history is not None:
+            live_in(self._cluster, random.Random(f"{self.seed}/history"), self._history)
         self._provisioned_at = self._tick_time
         self.advance(PROVISION_SECONDS)
 
@@ -200,6 +223,9 @@ class SimEnvironment:
             cpu_usage_cores=round(usage, 6),
             cost_per_hour=round(request_cost_per_hour(cpu_req, mem_req), 6),
             flags=self._traffic.configured_flags(),
+            objects=clone(
+                object_states(o for kind in STATE_KINDS for o in self._cluster.of_kind(kind))
+            ),
         )
 
     def _fingerprint(self) -> str:
@@ -379,9 +405,14 @@ class SimEnvironment:
         )
 
     def get_objects(self, kind: str, name: str | None = None) -> list[dict[str, Any]]:
-        """Objects of a kind in the namespace (copies), all or one by name."""
+        """Objects of a kind in the namespace (copies), all or one by name.
+
+        The fault injector's kinds are not served (see `INJECTOR_KINDS`).
+        """
         self._require()
         canonical = canonical_kind(kind)
+        if canonical in INJECTOR_KINDS:
+            raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
         if canonical == "Event":
             items = self.events()
             return [e for e in items if name is None or e["metadata"]["name"] == name]

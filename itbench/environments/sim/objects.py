@@ -68,6 +68,11 @@ KIND_INFO: dict[str, tuple[str, str, bool]] = {
 }
 """Kinds the twin serves: (apiVersion, kubectl resource name, namespaced)."""
 
+INJECTOR_KINDS = frozenset({"NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos"})
+"""Kinds of the fault injector: they exist for the platform only. To an agent the API answers
+for them exactly as for a kind the server does not have, whether or not any object exists (on a
+live cluster they live where the agent's RBAC cannot read)."""
+
 _ALIASES: dict[str, str] = {
     "deploy": "Deployment",
     "rs": "ReplicaSet",

@@ -17,6 +17,7 @@ from itbench.core.mitigations import mitigation_to_actions
 from itbench.core.models.base import ApiModel
 from itbench.core.models.observations import Alert, AlertState, EnvironmentSnapshot
 from itbench.core.models.scenario import ExpectedAlert, Scenario
+from itbench.core.tasks import mitigation_applies
 from itbench.environments.port import Environment
 from itbench.environments.sim.environment import SimEnvironment
 
@@ -240,10 +241,18 @@ def _lifecycle(run: _Run, scenario: Scenario) -> None:
     ):
         return
 
-    if not _mitigate(run, scenario, expected):
-        return
-    if not _healthy_again(run, baseline):
-        return
+    if mitigation_applies(scenario):
+        if not _mitigate(run, scenario, expected):
+            return
+        if not _healthy_again(run, baseline):
+            return
+    else:
+        run.check(
+            "mitigation-not-applicable",
+            True,
+            "the fault's cause is out of the agent's reach (its listed mitigations act on the "
+            "injector, which only the platform can): scored on diagnosis only",
+        )
 
     for key in reversed(keys):
         if not run.check(f"remove:{key}", env.remove(key), "injected changes undone"):

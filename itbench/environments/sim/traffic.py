@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
+from typing import Any
 
 from itbench.core.shop import (
     FLAG_BY_KEY,
@@ -162,7 +163,7 @@ class TrafficModel:
 
     # ---- views ------------------------------------------------------------------------------
     def configured_flags(self) -> dict[str, str]:
-        """Every flag of flagd-config and its default variant (what flagd serves)."""
+        """Every flag of flagd-config and the variant flagd serves (see `served_variant`)."""
         cm = self.cluster.get("ConfigMap", FLAGD_CONFIGMAP)
         text = str(((cm or {}).get("data") or {}).get(FLAGD_CONFIG_KEY, ""))
         if self._flag_cache[0] == text:
@@ -174,7 +175,7 @@ class TrafficModel:
             doc = {}
         for key, spec in (doc.get("flags") or {}).items() if isinstance(doc, dict) else []:
             if isinstance(spec, dict) and spec.get("state", "ENABLED") == "ENABLED":
-                flags[str(key)] = str(spec.get("defaultVariant", "off"))
+                flags[str(key)] = served_variant(spec)
         self._flag_cache = (text, flags)
         return dict(flags)
 
@@ -941,3 +942,22 @@ def _downstream_message(call: Call, callee: OpStats | None) -> str:
         inner = max(callee.causes)[1]
         return f"{call.operation} on {call.service} failed: {inner}"
     return f"{call.operation} on {call.service} failed"
+
+
+def served_variant(spec: dict[str, Any]) -> str:
+    """The variant flagd serves for a flag: its default, unless a `fractional` targeting rule
+    decides (the twin serves the variant with the largest share; a rollout held at 0 % serves
+    the other one)."""
+    default = str(spec.get("defaultVariant", "off"))
+    targeting = spec.get("targeting")
+    if not isinstance(targeting, dict) or "fractional" not in targeting:
+        return default
+    buckets = [
+        b
+        for b in targeting.get("fractional") or []
+        if isinstance(b, list) and len(b) == 2 and isinstance(b[1], int | float)
+    ]
+    if not buckets:
+        return default
+    best = max(buckets, key=lambda b: float(b[1]))
+    return str(best[0])

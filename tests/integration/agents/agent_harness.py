@@ -77,7 +77,7 @@ class Harness:
         """
         self.count += 1
         ns = scenario.spec.environment.namespace
-        env = SimEnvironment(seed=seed, namespace=ns, telemetry=scenario.spec.environment.telemetry)
+        env = SimEnvironment.for_scenario(scenario, seed=seed)
         env.provision()
         env.advance(WARMUP_SECONDS)
         for i, fault in enumerate(scenario.spec.faults):

@@ -257,7 +257,7 @@ def test_report_stores_profile_and_schema_version_and_headline_summarises() -> N
     report = build_report(records, DEFAULT_PROFILE, agent="sre-agent", created_at=NOW)
     wire = report.wire()
     assert wire["schemaVersion"] == "itbench.io/report/v2"
-    assert wire["profile"] == "default@2"
+    assert wire["profile"] == DEFAULT_PROFILE.id
     summary = headline(report)
     assert summary.diagnosis_pass_at_1 == 1.0
     assert summary.mitigation_pass_at_1 == 1.0

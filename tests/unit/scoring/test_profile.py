@@ -15,22 +15,33 @@ from itbench.core.topology import EdgeType
 
 
 def test_default_profile_id_is_name_at_version() -> None:
-    assert DEFAULT_PROFILE.id == "default@2"
-    assert get_profile("default@2") is DEFAULT_PROFILE
+    assert DEFAULT_PROFILE.id == "default@3"
+    assert get_profile("default@3") is DEFAULT_PROFILE
     assert get_profile("default") is DEFAULT_PROFILE, "a bare name means the newest version"
 
 
 def test_older_profiles_stay_available_so_old_reports_can_be_recomputed() -> None:
     first = get_profile("default@1")
+    second = get_profile("default@2")
     assert first.expected_alerts_on_any_object is False
-    assert DEFAULT_PROFILE.expected_alerts_on_any_object is True
-    assert first.model_dump(exclude={"version", "expected_alerts_on_any_object"}) == (
-        DEFAULT_PROFILE.model_dump(exclude={"version", "expected_alerts_on_any_object"})
-    )
+    assert second.expected_alerts_on_any_object is True
+    assert not first.whole_environment and not second.whole_environment
+    assert DEFAULT_PROFILE.whole_environment and DEFAULT_PROFILE.require_category
+    same = {"version", "expected_alerts_on_any_object"}
+    assert first.model_dump(exclude=same) == second.model_dump(exclude=same)
+    new = {
+        "version",
+        "whole_environment",
+        "shared_aliases",
+        "specific_kinds",
+        "collateral_allowance",
+        "require_category",
+    }
+    assert second.model_dump(exclude=new) == DEFAULT_PROFILE.model_dump(exclude=new)
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownProfileError, match=r"known: default@1, default@2"):
+    with pytest.raises(UnknownProfileError, match=r"known: default@1, default@2, default@3"):
         get_profile("strict@3")
 
 

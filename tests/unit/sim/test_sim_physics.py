@@ -193,12 +193,12 @@ def test_flags_fall_back_to_defaults_while_flagd_is_down(env: SimEnvironment) ->
     assert not firing(env, "RequestErrorRate", {"service_name": "cart"})
 
 
-def test_network_delay_raises_latency_until_the_chaos_object_is_deleted(
+def test_network_delay_raises_latency_until_the_chaos_object_is_removed(
     env: SimEnvironment,
 ) -> None:
     inject(env, "chaos.network-delay", workload="product-catalog", latencyMs=2000)
     assert wait_for_alert(env, "RequestLatencyHigh", {"service_name": "frontend"}, 300) is not None
-    act(env, ActionVerb.DELETE, "networkchaos", "product-catalog-network-delay")
+    assert env.remove("fault")
     assert wait_until_clear(env, 600) is not None
 
 
@@ -206,14 +206,14 @@ def test_network_partition_cuts_only_the_targeted_pair(env: SimEnvironment) -> N
     inject(env, "chaos.network-partition", workload="checkout", target="payment")
     assert wait_for_alert(env, "NoRequests", {"service_name": "payment"}, 300) is not None
     assert not firing(env, "RequestErrorRate", {"service_name": "cart"})
-    act(env, ActionVerb.DELETE, "networkchaos", "checkout-payment-partition")
+    assert env.remove("fault")
     assert wait_until_clear(env, 600) is not None
 
 
 def test_pod_failure_chaos_makes_pods_unready(env: SimEnvironment) -> None:
     inject(env, "chaos.pod-failure", workload="currency")
     assert wait_for_alert(env, "PodNotReady", {"deployment": "currency"}, 300) is not None
-    act(env, ActionVerb.DELETE, "podchaos", "currency-pod-failure")
+    assert env.remove("fault")
     assert wait_until_clear(env, 600) is not None
 
 
