@@ -6,6 +6,7 @@ idempotent actions (data) for an executor to carry out. It never reads a clock: 
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -162,6 +163,11 @@ class TrialContext:
         """The application namespace of the scenario."""
         return self.scenario.spec.environment.namespace
 
+    @property
+    def session_id(self) -> str:
+        """The id the agent knows the trial by (see `session_id_for`)."""
+        return session_id_for(self.uid)
+
     def fault_keys(self) -> list[str]:
         """The idempotency keys of the scenario's fault injections, in order."""
         return [f"{self.uid}/inject/{i}" for i in range(len(self.scenario.spec.faults))]
@@ -217,6 +223,12 @@ class TrialContext:
         if self.scenario.spec.domain == Domain.CISO:
             return 0.0
         return float(self.scenario.spec.desired_outcome.observation_window_seconds)
+
+
+def session_id_for(uid: str) -> str:
+    """The id an agent knows a trial by: a digest of its uid, so that it names neither the
+    scenario nor the run (trial names do)."""
+    return "trial-" + hashlib.sha256(uid.encode()).hexdigest()[:20]
 
 
 class AgentProgressState(StrEnum):
@@ -547,7 +559,7 @@ def abort(
     phase, owner = OUTCOMES.get(reason, (TrialPhase.ERRORED, Owner.PLATFORM))
     text = f"{owner.value if owner else 'platform'}: {message}"
     actions: list[Action] = [RemoveFault(key=k) for k in reversed(ctx.inject_keys())]
-    actions.append(CloseSession(key=f"{ctx.uid}/close", trial_id=ctx.name))
+    actions.append(CloseSession(key=f"{ctx.uid}/close", trial_id=ctx.session_id))
     actions.append(MarkForRebuild(key=f"{ctx.uid}/rebuild", reason=text))
     return Decision(status=_enter(status, phase, now, reason, text), actions=actions)
 
@@ -765,12 +777,12 @@ def _session_actions(ctx: TrialContext, deadline: datetime) -> list[Action]:
     return [
         OpenSession(
             key=f"{ctx.uid}/session",
-            trial_id=ctx.name,
+            trial_id=ctx.session_id,
             agent_name=ctx.agent_name,
             telemetry=ctx.agent_telemetry(),
             allow_oracle=ctx.spec.allow_oracle,
         ),
-        MarkReady(key=f"{ctx.uid}/ready", trial_id=ctx.name, deadline=deadline),
+        MarkReady(key=f"{ctx.uid}/ready", trial_id=ctx.session_id, deadline=deadline),
     ]
 
 
@@ -880,7 +892,7 @@ def _to_evaluating(
     )
     return Decision(
         status=_enter(base, TrialPhase.EVALUATING, now, reason, message),
-        actions=[CloseSession(key=f"{ctx.uid}/close", trial_id=ctx.name)],
+        actions=[CloseSession(key=f"{ctx.uid}/close", trial_id=ctx.session_id)],
     )
 
 
@@ -969,7 +981,7 @@ def _recover_then(
     # Later injections recorded the state the earlier ones left, so undo them last-in first-out.
     actions: list[Action] = [RemoveFault(key=k) for k in reversed(ctx.inject_keys())]
     if status.phase in (TrialPhase.READY, TrialPhase.AGENT_RUNNING):
-        actions.append(CloseSession(key=f"{ctx.uid}/close", trial_id=ctx.name))
+        actions.append(CloseSession(key=f"{ctx.uid}/close", trial_id=ctx.session_id))
     return Decision(
         status=_enter(status, TrialPhase.RECOVERING, now, reason, message), actions=actions
     )

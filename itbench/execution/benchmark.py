@@ -155,7 +155,7 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
             status, executor, persist=persist, run_agent=runner, config=EMBEDDED_CONFIG
         )
     finally:
-        worker.registry.close(ctx.name)
+        worker.registry.close(ctx.session_id)
     if store is not None:
         ref = store.save_trajectory(plan.name, executor.trajectory())
         final = final.model_copy(update={"trajectory_ref": ref})

@@ -123,6 +123,20 @@ def step_trial(
         log.warning("environment failure", extra={"trial": ctx.name, "error": str(exc)})
         return Decision(status=_abort(ctx, status, executor, Reason.ENVIRONMENT_FAILURE, str(exc)))
     except Exception as exc:
+        if _agent_changed_it(status, executor):
+            # The environment worked until the agent changed it: what the agent sent broke it,
+            # and the trial stays in the agent's denominator.
+            log.warning("agent-induced failure", extra={"trial": ctx.name, "error": str(exc)})
+            return Decision(
+                status=_abort(
+                    ctx,
+                    status,
+                    executor,
+                    Reason.AGENT_INDUCED_FAILURE,
+                    f"the environment broke after the agent's changes: {type(exc).__name__}: "
+                    f"{str(exc)[:300]}",
+                )
+            )
         log.exception("platform error", extra={"trial": ctx.name})
         return Decision(
             status=_abort(
@@ -130,6 +144,27 @@ def step_trial(
             )
         )
     return decision
+
+
+def _agent_changed_it(status: TrialStatus, executor: TrialExecutor) -> bool:
+    """Whether the agent has changed the environment in this trial (an applied action, or one
+    that broke inside the environment)."""
+    if status.phase not in (TrialPhase.READY, TrialPhase.AGENT_RUNNING, TrialPhase.EVALUATING):
+        return False
+    try:
+        trail = executor.trajectory()
+    except Exception:
+        return False
+    for entry in trail:
+        if not str(entry.get("action", "")).startswith("act."):
+            continue
+        detail = entry.get("detail")
+        result = detail.get("result") if isinstance(detail, dict) else None
+        if isinstance(result, dict) and result.get("outcome") == "applied":
+            return True
+        if entry.get("outcome") == "error" and result is None:
+            return True  # the environment raised while carrying the action out
+    return False
 
 
 def _abort(

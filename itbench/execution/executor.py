@@ -108,7 +108,7 @@ class TrialExecutor:
     def session(self) -> TrialSession | None:
         """The trial's open gateway session, if any."""
         try:
-            return self.registry.get(self.ctx.name)
+            return self.registry.get(self.ctx.session_id)
         except UnknownTrialError:
             return None
 
@@ -296,7 +296,7 @@ class TrialExecutor:
                 audit=[entry.as_dict() for entry in session.audit],
             )
         self.evidence.put_agent(agent_key(self.ctx), record)
-        self.registry.close(self.ctx.name)
+        self.registry.close(self.ctx.session_id)
 
     def trajectory(self) -> list[dict[str, object]]:
         """The audit trail of the agent's calls (from the open session or the stored record)."""

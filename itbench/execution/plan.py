@@ -158,7 +158,9 @@ def plan_trials(
                 plans.append(
                     TrialPlan(
                         name=name,
-                        uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"itbench/{run}/{name}")),
+                        uid=str(
+                            uuid.uuid4()
+                        ),  # random: agents must not derive the scenario from it
                         run=run,
                         agent=agent,
                         scenario=chosen,

@@ -35,6 +35,7 @@ from itbench.core.runner import (
     TrialContext,
     abort,
     new_status,
+    session_id_for,
     step,
 )
 from itbench.environments.port import Environment, EnvironmentFailure
@@ -435,7 +436,7 @@ class TrialDriver:
             else:
                 self.runtime.environments.release(uid)
         self.runtime.evidence.forget(uid)
-        self.runtime.sessions.close(workloads.gateway_trial_id(meta["namespace"], meta["name"]))
+        self.runtime.sessions.close(session_id_for(str(uid)))
         if agent is not None and agent.spec.runtime.builtin is None:
             name = workloads.workload_name(meta["name"])
             if agent.spec.runtime.image is not None:
@@ -507,7 +508,8 @@ class TrialDriver:
 
 
 def _remove_faults(env: Environment) -> None:
-    for key in env.injections():
+    # Each injection recorded the state the earlier ones left: undo them last in, first out.
+    for key in reversed(env.injections()):
         env.remove(key)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from itbench.core.models.agent_submission import ImageRuntime
+from itbench.core.runner import session_id_for
 from itbench.operator.kubeapi import Json, owner_reference
 
 MAX_DNS_LABEL = 63
@@ -57,7 +58,7 @@ def token_secret(trial: Json, token: str) -> Json:
         "type": "Opaque",
         "stringData": {
             "token": token,
-            "trialId": gateway_trial_id(meta["namespace"], meta["name"]),
+            "trialId": session_id_for(str(meta["uid"])),
         },
     }
 
@@ -86,7 +87,7 @@ def agent_job(
     name = workload_name(meta["name"])
     env: list[Json] = [
         {"name": "ITBENCH_GATEWAY_URL", "value": gateway_url},
-        {"name": "ITBENCH_TRIAL_ID", "value": gateway_trial_id(meta["namespace"], meta["name"])},
+        {"name": "ITBENCH_TRIAL_ID", "value": session_id_for(str(meta["uid"]))},
         {"name": "ITBENCH_TOKEN", "valueFrom": {"secretKeyRef": {"name": name, "key": "token"}}},
     ]
     env += [{"name": e.name, "value": e.value} for e in image.env]

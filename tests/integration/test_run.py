@@ -750,3 +750,47 @@ def test_simulated_trial_resumes_after_a_crash_in_any_phase_without_reinjecting(
     assert env.injections() == executor.ctx.inject_keys(), "each injection once"
     assert [e.phase for e in final.timeline].count(TrialPhase.INJECTING) == 1
     assert final.injections == 1
+
+
+@dataclass
+class PoisonedShop(FakeShop):
+    """A stand-in whose physics break for good once the agent has applied a change."""
+
+    poisoned: bool = False
+
+    def act(self, action: AgentAction) -> ActionResult:
+        result = super().act(action)
+        self.poisoned = self.poisoned or result.outcome == "applied"
+        return result
+
+    def snapshot(self) -> EnvironmentSnapshot:
+        if self.poisoned:
+            raise TypeError("'str' object cannot be interpreted as an integer")
+        return super().snapshot()
+
+
+def test_an_environment_broken_by_the_agent_fails_the_trial_as_the_agents_not_the_platform(
+    tmp_path: Path,
+) -> None:
+    h = harness(tmp_path, env=PoisonedShop())
+    final = drive(h, new_status(h.env.now()), h.saved.append)
+    assert final.phase == TrialPhase.FAILED
+    assert final.reason == "AgentInducedFailure"
+    assert final.message.startswith("agent: the environment broke after the agent's changes")
+
+
+def test_an_environment_that_breaks_before_the_agent_changes_anything_is_the_platforms(
+    tmp_path: Path,
+) -> None:
+    shop = PoisonedShop()
+
+    def idle(client: ITBenchClient) -> None:
+        client.next_trial(timeout=0)
+        client.started()
+        shop.poisoned = True  # breaks on its own: the agent has changed nothing
+        client.finished()
+
+    h = harness(tmp_path, env=shop)
+    final = drive(h, new_status(h.env.now()), h.saved.append, agent=idle)
+    assert final.phase == TrialPhase.ERRORED
+    assert final.reason == "PlatformError"

@@ -611,3 +611,14 @@ def test_baseline_differences_catch_scaling_rules_and_flags() -> None:
     ]
     missing = base.model_copy(update={"workloads": []})
     assert baseline_differences(base, missing) == ["Deployment/cart is missing"]
+
+
+def test_the_agent_knows_the_trial_by_an_id_that_names_neither_scenario_nor_run() -> None:
+    ctx = context()
+    assert ctx.session_id == context().session_id, "stable for one trial"
+    assert ctx.scenario.name not in ctx.session_id and ctx.name not in ctx.session_id
+    _, history = run(ctx, FakeWorld(), max_steps=500)
+    ready = next(s for s in history if s.phase == TrialPhase.READY)
+    decision = step(ctx, ready, Observation(agent=None), ready.timeline[-1].time, config=CONFIG)
+    opened = next(a for a in decision.actions if isinstance(a, OpenSession))
+    assert opened.trial_id == ctx.session_id

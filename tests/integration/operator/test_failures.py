@@ -19,6 +19,7 @@ from operator_lab import (
 
 from agents import BUILTIN_AGENTS
 from itbench.client import ITBenchClient
+from itbench.core.runner import session_id_for
 from itbench.operator.benchmark_runs import trial_name
 from itbench.operator.workloads import workload_name
 
@@ -46,7 +47,10 @@ async def test_agent_that_never_reports_fails_its_trial_at_the_time_limit(lab: L
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
     assert env["ITBENCH_GATEWAY_URL"]["value"] == "http://gateway.test:8080"
     assert env["ITBENCH_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == job_name
-    assert env["ITBENCH_TRIAL_ID"]["value"] == f"{NS}.{trial_name('silent', SCENARIO, 0)}"
+    trial = lab.cluster.get("trials", trial_name("silent", SCENARIO, 0))
+    assert trial is not None
+    assert env["ITBENCH_TRIAL_ID"]["value"] == session_id_for(trial["metadata"]["uid"])
+    assert SCENARIO not in env["ITBENCH_TRIAL_ID"]["value"]
     secret = lab.cluster.server.get("", "secrets", NS, job_name)
     assert secret is not None and secret["stringData"]["token"]
     assert secret["stringData"]["trialId"] == env["ITBENCH_TRIAL_ID"]["value"]
