@@ -1,30 +1,53 @@
 """RFC 7807 problem responses: every gateway error names its cause and the field or object.
 
-Route code raises `ProblemError`; `install_handlers` maps it, FastAPI's own validation errors and
-unknown routes to `application/problem+json` bodies.
+Operations raise the domain errors of `itbench.gateway.errors`; `install_handlers` maps them, once,
+to HTTP statuses and `application/problem+json` bodies, and does the same for FastAPI's own
+validation errors and unknown routes. A call refused before its operation ran (a malformed,
+oversized or incomplete request) is recorded on the caller's trial here.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from itbench.gateway.errors import (
+    BadInputError,
+    CallError,
+    EnvironmentUnavailableError,
+    FieldError,
+    InternalFailureError,
+    InvalidError,
+    NotFoundError,
+    RefusedError,
+    TooLargeError,
+    UnauthenticatedError,
+    WrongStateError,
+    bounded,
+)
+from itbench.gateway.routes.deps import caller_of
 
 PROBLEM_BASE = "https://itbench.io/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
+STATUS: dict[type[CallError], int] = {
+    UnauthenticatedError: 401,
+    RefusedError: 403,
+    WrongStateError: 409,
+    NotFoundError: 404,
+    BadInputError: 400,
+    InvalidError: 422,
+    TooLargeError: 413,
+    EnvironmentUnavailableError: 503,
+    InternalFailureError: 500,
+}
+"""The HTTP status of each kind of call error."""
 
-class FieldError(BaseModel):
-    """One invalid field of a request."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    field: str = Field(description="Dotted path of the field, e.g. `entities.0.kind`.")
-    message: str = Field(description="What is wrong with it.")
+REJECTED_BEFORE_ROUTE = frozenset({400, 413, 422})
+"""Statuses of requests refused before their operation ran that the audit trail records."""
 
 
 class Problem(BaseModel):
@@ -42,65 +65,25 @@ class Problem(BaseModel):
     )
 
 
-class ProblemError(Exception):
-    """Raised by route code to answer with a problem response."""
-
-    def __init__(
-        self,
-        status: int,
-        slug: str,
-        title: str,
-        detail: str,
-        *,
-        errors: list[FieldError] | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        """Describe the problem.
-
-        Args:
-            status: HTTP status.
-            slug: Problem type, appended to the problem base URI.
-            title: Short summary.
-            detail: The specific cause, naming the field or object.
-            errors: Invalid fields.
-            extra: More members of the problem object.
-        """
-        super().__init__(detail)
-        self.status = status
-        self.slug = slug
-        self.title = title
-        self.detail = detail
-        self.errors = errors or []
-        self.extra = extra or {}
-        self.recorded = False
-        """Whether the call is already on a trial's audit trail."""
-
-    def problem(self, instance: str) -> Problem:
-        """The problem body for a request path."""
-        return Problem(
-            type=PROBLEM_BASE + self.slug,
-            title=self.title,
-            status=self.status,
-            detail=self.detail,
-            instance=instance,
-            errors=self.errors,
-            **self.extra,
-        )
+def status_of(exc: CallError) -> int:
+    """The HTTP status of a call error (by its kind; 500 for an unknown kind)."""
+    for kind in type(exc).__mro__:
+        if kind in STATUS:
+            return STATUS[kind]
+    return 500
 
 
-def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
-    """The errors of a pydantic validation, one per field path.
-
-    Args:
-        exc: The validation error.
-        prefix: Prepended to each path (e.g. `body`).
-    """
-    out: list[FieldError] = []
-    for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"])
-        full = ".".join(p for p in (prefix, path) if p)
-        out.append(FieldError(field=full or "(body)", message=err["msg"]))
-    return out
+def problem_of(exc: CallError, instance: str) -> Problem:
+    """The problem body of a call error for a request path."""
+    return Problem(
+        type=PROBLEM_BASE + exc.slug,
+        title=exc.title,
+        status=status_of(exc),
+        detail=exc.detail,
+        instance=instance,
+        errors=exc.errors,
+        **exc.extra,
+    )
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -114,29 +97,52 @@ def problem_response(problem: Problem, headers: dict[str, str] | None = None) ->
 
 
 def install_handlers(app: FastAPI) -> None:
-    """Answer every error of the app with a problem response."""
+    """Answer every error of the app with a problem response, recording on the caller's trial
+    the requests refused before their operation ran."""
 
-    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ProblemError)
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return problem_response(exc.problem(request.url.path), headers)
+    async def on_call_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, CallError)
+        status = status_of(exc)
+        if not exc.recorded and status in REJECTED_BEFORE_ROUTE:
+            session = caller_of(request)
+            if session is not None:
+                session.record(
+                    method=request.method,
+                    path=request.url.path,
+                    action="request",
+                    outcome="rejected",
+                    reason=exc.detail,
+                )
+                exc.recorded = True
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return problem_response(problem_of(exc, request.url.path), headers)
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         errors = [
             FieldError(
                 field=".".join(str(p) for p in err.get("loc", ())) or "(request)",
-                message=str(err.get("msg", "invalid")),
+                message=bounded(str(err.get("msg", "invalid"))),
             )
             for err in exc.errors()
         ]
         names = ", ".join(e.field for e in errors)
+        session = caller_of(request)
+        if session is not None:
+            session.record(
+                method=request.method,
+                path=request.url.path,
+                action="request",
+                outcome="rejected",
+                reason="invalid request parameters",
+                detail={"errors": [str(e.get("loc")) for e in exc.errors()]},
+            )
         return problem_response(
             Problem(
                 type=PROBLEM_BASE + "invalid-request",
                 title="Invalid request",
                 status=422,
-                detail=f"invalid request parameters: {names}",
+                detail=bounded(f"invalid request parameters: {names}"),
                 instance=request.url.path,
                 errors=errors,
             )
@@ -155,11 +161,11 @@ def install_handlers(app: FastAPI) -> None:
                 type=PROBLEM_BASE + slug,
                 title=str(exc.detail),
                 status=exc.status_code,
-                detail=detail,
+                detail=bounded(detail),
                 instance=request.url.path,
             )
         )
 
-    app.add_exception_handler(ProblemError, on_problem)
+    app.add_exception_handler(CallError, on_call_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

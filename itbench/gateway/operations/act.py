@@ -1,0 +1,35 @@
+"""Actions on a trial session: validated, checked by the guardrails, then carried out."""
+
+from __future__ import annotations
+
+from itbench.core.models.observations import ActionResult, AgentAction
+from itbench.gateway import guardrails
+from itbench.gateway.errors import refusal_error
+from itbench.gateway.operations.calls import Origin, audited
+from itbench.gateway.operations.payloads import Payload, validate
+from itbench.gateway.sessions import TrialSession
+
+
+def act(session: TrialSession, origin: Origin, action: AgentAction | Payload) -> ActionResult:
+    """Carry out one action (patch, set image/resources/env, scale, rollout, delete, apply,
+    set a flag) after the guardrails; a failed action is an answer, not an error.
+
+    Raises:
+        InvalidError: The action does not validate (every field path listed).
+        TooLargeError: Its body is beyond the size limit.
+        RefusedError: A guardrail refuses it; nothing reaches the environment.
+    """
+    with audited(session, origin, "act", session.virtual_cost.action) as call:
+        parsed = validate(AgentAction, action, call)
+        call.action = f"act.{parsed.verb.value}"
+        call.detail["action"] = parsed.wire()
+        refusal = guardrails.check_action(parsed, session.namespace)
+        if refusal is not None:
+            raise refusal_error(refusal.rule, refusal.reason)
+        if parsed.namespace is None:
+            parsed = parsed.model_copy(update={"namespace": session.namespace})
+        result = session.env.act(parsed)
+        call.detail["result"] = result.wire()
+        if not result.ok:
+            call.outcome = "error"
+        return result

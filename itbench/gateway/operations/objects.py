@@ -1,0 +1,126 @@
+"""kubectl reads on a trial session: get, describe, logs and events, within the guardrails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from itbench.gateway import guardrails, kubectl
+from itbench.gateway.errors import BadInputError, FieldError, NotFoundError, bounded, refusal_error
+from itbench.gateway.operations.calls import Origin, audited
+from itbench.gateway.operations.observe import MAX_LOG_LINES
+from itbench.gateway.operations.params import bounded_int
+from itbench.gateway.schemas import EventList, KubectlDescribe, KubectlGet, PodLogs
+from itbench.gateway.sessions import TrialSession
+
+MAX_ITEMS = 500
+"""The most objects or events one read returns."""
+
+
+def _in_namespace(obj: dict[str, Any], kind: str, namespace: str) -> bool:
+    if kind in kubectl.CLUSTER_SCOPED_KINDS:
+        return kind != "Namespace" or (obj.get("metadata") or {}).get("name") == namespace
+    return (obj.get("metadata") or {}).get("namespace") in (None, namespace)
+
+
+def read_objects(
+    session: TrialSession, kind: str, name: str | None, namespace: str | None
+) -> tuple[str, list[dict[str, Any]]]:
+    """The objects of a kind (or the one named) that the agent may read.
+
+    Raises:
+        RefusedError: A guardrail refuses the read.
+        BadInputError: The environment has no such kind.
+        NotFoundError: The named object does not exist in the trial's namespace.
+    """
+    canonical = kubectl.canonical_kind(kind)
+    refusal = guardrails.check_read(kind, namespace, session.namespace)
+    if refusal is not None:
+        raise refusal_error(refusal.rule, refusal.reason)
+    try:
+        objects = session.env.get_objects(canonical, name or None)
+    except (KeyError, ValueError) as exc:
+        message = bounded(str(exc))
+        raise BadInputError(
+            "unknown-kind",
+            "Unknown kind",
+            bounded(f"kind: cannot list {kind!r}: {message}"),
+            errors=[FieldError(field="kind", message=message)],
+        ) from exc
+    objects = [o for o in objects if _in_namespace(o, canonical, session.namespace)]
+    if name and not objects:
+        raise NotFoundError(
+            "object-not-found",
+            "Not found",
+            bounded(f'{canonical} "{name}" not found in namespace {session.namespace!r}'),
+            extra={"kind": canonical, "name": name},
+        )
+    return canonical, objects[:MAX_ITEMS]
+
+
+def get(
+    session: TrialSession,
+    origin: Origin,
+    kind: str,
+    name: str | None = None,
+    namespace: str | None = None,
+) -> KubectlGet:
+    """`kubectl get`: objects as JSON and as the table kubectl prints."""
+    with audited(session, origin, "observe.kubectl.get", session.virtual_cost.observation) as call:
+        call.detail.update({"kind": kind, "name": name or ""})
+        canonical, objects = read_objects(session, kind, name, namespace)
+        return KubectlGet(
+            kind=canonical,
+            namespace=session.namespace,
+            items=objects,
+            text=kubectl.render_get(canonical, objects, session.env.now()),
+        )
+
+
+def describe(
+    session: TrialSession, origin: Origin, kind: str, name: str, namespace: str | None = None
+) -> KubectlDescribe:
+    """`kubectl describe`: one object with its events."""
+    with audited(
+        session, origin, "observe.kubectl.describe", session.virtual_cost.observation
+    ) as call:
+        call.detail.update({"kind": kind, "name": name})
+        canonical, objects = read_objects(session, kind, name, namespace)
+        obj = objects[0]
+        events = kubectl.events_for(session.env.events(), canonical, name)
+        return KubectlDescribe(
+            kind=canonical,
+            name=name,
+            object=obj,
+            events=events,
+            text=kubectl.render_describe(obj, events),
+        )
+
+
+def pod_logs(session: TrialSession, origin: Origin, pod: str, tail: int = 100) -> PodLogs:
+    """`kubectl logs --tail`: the last lines of a pod's log.
+
+    Raises:
+        InvalidError: A tail outside 1..MAX_LOG_LINES.
+    """
+    with audited(session, origin, "observe.kubectl.logs", session.virtual_cost.observation) as call:
+        call.detail["pod"] = pod
+        bounded_int(tail, "tail", 1, MAX_LOG_LINES)
+        read_objects(session, "Pod", pod, None)
+        lines = session.env.pod_logs(pod, tail)
+        return PodLogs(pod=pod, lines=lines, text="\n".join(lines))
+
+
+def events(
+    session: TrialSession, origin: Origin, kind: str | None = None, name: str | None = None
+) -> EventList:
+    """`kubectl get events`: events in the trial's namespace, optionally of one object."""
+    with audited(session, origin, "observe.kubectl.events", session.virtual_cost.observation):
+        found = [
+            e
+            for e in session.env.events()
+            if (e.get("metadata") or {}).get("namespace") in (None, session.namespace)
+        ]
+        if kind and name:
+            found = kubectl.events_for(found, kubectl.canonical_kind(kind), name)
+        found = found[-MAX_ITEMS:]
+        return EventList(items=found, text=kubectl.render_events(found))
