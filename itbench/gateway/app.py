@@ -21,6 +21,7 @@ from itbench.core.models.observations import AgentAction
 from itbench.gateway.problems import Problem, install_handlers
 from itbench.gateway.routes import act, observe, oracle, protocol, submit
 from itbench.gateway.routes.deps import endpoint_wrapper
+from itbench.gateway.schemas import WaitRequest
 from itbench.gateway.sessions import SessionRegistry
 
 ROUTERS = (protocol, observe, act, submit, oracle)
@@ -67,7 +68,14 @@ def _openapi_with_models(app: FastAPI) -> Callable[[], dict[str, Any]]:
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
         schemas: dict[str, Any] = doc.setdefault("components", {}).setdefault("schemas", {})
-        for model in (AgentAction, DiagnosisReport, MitigationReport, PostureReport, Problem):
+        for model in (
+            AgentAction,
+            DiagnosisReport,
+            MitigationReport,
+            PostureReport,
+            Problem,
+            WaitRequest,
+        ):
             body = model.model_json_schema(
                 by_alias=True, ref_template="#/components/schemas/{model}", mode="validation"
             )

@@ -113,6 +113,12 @@ class BadInputError(CallError):
     """A parameter, query or body that cannot be used as given (a malformed time, bad PromQL)."""
 
 
+class MalformedError(BadInputError):
+    """A body that is not what its content type says (not UTF-8, not JSON, nested too deeply)."""
+
+    outcome = "rejected"
+
+
 class InvalidError(CallError):
     """A body or parameter that fails validation; `errors` lists every field path."""
 

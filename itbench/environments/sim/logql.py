@@ -35,6 +35,79 @@ class LogQLError(ValueError):
     """A LogQL query that cannot be parsed or uses an unsupported construct."""
 
 
+class LogQueryLimitError(LogQLError):
+    """A query beyond one of the limits, refused before it is parsed (or, for streams, run).
+
+    Attributes:
+        limit: The limit's name (`length`, `matchers`, `line-filters`, `streams`).
+        maximum: The limit.
+        actual: What the query has (at least).
+    """
+
+    def __init__(self, limit: str, maximum: int, actual: int, what: str) -> None:
+        """Name the limit and what the query has."""
+        super().__init__(f"the LogQL query has {what}; the limit is {maximum} ({limit})")
+        self.limit = limit
+        self.maximum = maximum
+        self.actual = actual
+
+
+@dataclass(frozen=True)
+class LogQueryLimits:
+    """How large a LogQL query may be and how many streams it may read (Loki's own limits are
+    of this kind: `max_query_length`, `max_query_series`).
+
+    Attributes:
+        max_length: Characters.
+        max_matchers: Label matchers in the stream selector.
+        max_line_filters: Chained line filters.
+        max_streams: Streams one query may select.
+    """
+
+    max_length: int = 16_384
+    max_matchers: int = 64
+    max_line_filters: int = 64
+    max_streams: int = 10_000
+
+
+DEFAULT_LOG_LIMITS = LogQueryLimits()
+
+
+def check_logql_limits(query: str, limits: LogQueryLimits = DEFAULT_LOG_LIMITS) -> None:
+    """Refuse a query beyond the length and size limits without parsing it.
+
+    Matchers are counted by their operators inside the selector's braces, line filters by
+    theirs after it (strings skipped), so the count is never below the parser's.
+
+    Raises:
+        LogQueryLimitError: Naming the first limit the query exceeds.
+    """
+    if len(query) > limits.max_length:
+        raise LogQueryLimitError(
+            "length", limits.max_length, len(query), f"{len(query)} characters"
+        )
+    unquoted = _QUOTED.sub('""', query)
+    close = unquoted.find("}")
+    selector, rest = (
+        (unquoted[: close + 1], unquoted[close + 1 :]) if close >= 0 else (unquoted, "")
+    )
+    matchers = len(_MATCHER_OP.findall(selector))
+    if matchers > limits.max_matchers:
+        raise LogQueryLimitError(
+            "matchers", limits.max_matchers, matchers, f"{matchers} label matchers"
+        )
+    filters = len(_FILTER_OP.findall(rest))
+    if filters > limits.max_line_filters:
+        raise LogQueryLimitError(
+            "line-filters", limits.max_line_filters, filters, f"{filters} line filters"
+        )
+
+
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"?|`[^`]*`?')
+_MATCHER_OP = re.compile(r"=~|!~|!=|=")
+_FILTER_OP = re.compile(r"\|=|\|~|!=|!~")
+
+
 @dataclass(frozen=True)
 class LabelMatcher:
     """One stream-selector matcher, e.g. ``app=~"cart.*"``."""
@@ -279,6 +352,7 @@ def parse_logql(query: str) -> LogQuery:
     Raises:
         LogQLError: The query is malformed or uses an unsupported construct (named in the message).
     """
+    check_logql_limits(query)
     return _Parser(query).parse()
 
 
@@ -327,6 +401,13 @@ def query_logs(
         if not all(check(labels.get(name, "")) for name, check in label_checks):
             continue
         index = len(streams)
+        if index >= DEFAULT_LOG_LIMITS.max_streams:
+            raise LogQueryLimitError(
+                "streams",
+                DEFAULT_LOG_LIMITS.max_streams,
+                index + 1,
+                f"a selector that selects more than {DEFAULT_LOG_LIMITS.max_streams} streams",
+            )
         streams.append(labels)
         lo = bisect_left(lines, start, key=lambda entry: entry.t)
         hi = bisect_left(lines, end, key=lambda entry: entry.t)

@@ -6,6 +6,7 @@ from itbench.core.models.observations import ActionResult, AgentAction
 from itbench.gateway import guardrails
 from itbench.gateway.errors import refusal_error
 from itbench.gateway.operations.calls import Origin, audited
+from itbench.gateway.operations.manifests import check_action_objects
 from itbench.gateway.operations.payloads import Payload, validate
 from itbench.gateway.sessions import TrialSession
 
@@ -14,8 +15,12 @@ def act(session: TrialSession, origin: Origin, action: AgentAction | Payload) ->
     """Carry out one action (patch, set image/resources/env, scale, rollout, delete, apply,
     set a flag) after the guardrails; a failed action is an answer, not an error.
 
+    An applied or patched object is checked against the Kubernetes schema of its kind first, so
+    nothing the environment could not hold ever reaches it.
+
     Raises:
-        InvalidError: The action does not validate (every field path listed).
+        InvalidError: The action, or the object it would apply or produce, does not validate
+            (every field path listed).
         TooLargeError: Its body is beyond the size limit.
         RefusedError: A guardrail refuses it; nothing reaches the environment.
     """
@@ -26,6 +31,7 @@ def act(session: TrialSession, origin: Origin, action: AgentAction | Payload) ->
         refusal = guardrails.check_action(parsed, session.namespace)
         if refusal is not None:
             raise refusal_error(refusal.rule, refusal.reason)
+        check_action_objects(session, parsed)
         if parsed.namespace is None:
             parsed = parsed.model_copy(update={"namespace": session.namespace})
         result = session.env.act(parsed)

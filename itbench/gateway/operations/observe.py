@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from itbench.gateway.errors import BadInputError, FieldError, bad_parameter, bounded
+from itbench.gateway.errors import bad_parameter
 from itbench.gateway.operations.calls import Origin, audited, require_signal
 from itbench.gateway.operations.params import (
     bounded_int,
@@ -17,6 +17,7 @@ from itbench.gateway.operations.params import (
     parse_tags,
     parse_time,
 )
+from itbench.gateway.operations.queries import bad_query, vet_logql, vet_promql
 from itbench.gateway.schemas import TopologyView
 from itbench.gateway.sessions import TrialSession
 from itbench.gateway.topology import topology_view
@@ -29,18 +30,6 @@ MAX_POINTS = 11000
 """The most points per series of a range query (Prometheus' own limit)."""
 QUERY_AUDIT_CHARS = 500
 """How much of a query the audit trail keeps."""
-
-
-def bad_query(exc: Exception, field: str) -> BadInputError:
-    """The error for a query the engine refused, with Prometheus' errorType/error members."""
-    message = bounded(str(exc))
-    return BadInputError(
-        "bad-query",
-        "Bad query",
-        f"{field}: {message}",
-        errors=[FieldError(field=field, message=message)],
-        extra={"errorType": "bad_data", "error": message},
-    )
 
 
 def alerts(session: TrialSession, origin: Origin) -> dict[str, Any]:
@@ -73,10 +62,11 @@ def instant_query(
         call.detail["query"] = query[:QUERY_AUDIT_CHARS]
         require_signal(session, "metrics")
         at = parse_time(time, session.env.now(), "time")
+        vet_promql(query)
         try:
             data = session.env.query_metrics(query, at)
         except ValueError as exc:
-            raise bad_query(exc, "query") from exc
+            raise bad_query(exc, "query", query) from exc
         return {"status": "success", "data": data}
 
 
@@ -110,10 +100,11 @@ def range_query(
                 f"more than {MAX_POINTS} points per series; raise step or narrow the range",
                 "too many points",
             )
+        vet_promql(query)
         try:
             data = session.env.query_metrics_range(query, t_start, t_end, step_s)
         except ValueError as exc:
-            raise bad_query(exc, "query") from exc
+            raise bad_query(exc, "query", query) from exc
         return {"status": "success", "data": data}
 
 
@@ -138,10 +129,11 @@ def logs(
         now = session.env.now()
         t_end = parse_time(end, now, "end")
         t_start = parse_time(start, t_end - timedelta(hours=1), "start")
+        vet_logql(query)
         try:
             data = session.env.query_logs(query, t_start, t_end, limit)
         except ValueError as exc:
-            raise bad_query(exc, "query") from exc
+            raise bad_query(exc, "query", query) from exc
         return {"status": "success", "data": data}
 
 
@@ -174,7 +166,7 @@ def traces(
         try:
             data = session.env.search_traces(service, operation, tag_map, t_start, t_end, limit)
         except ValueError as exc:
-            raise bad_query(exc, "service") from exc
+            raise bad_query(exc, "service", service) from exc
         return {"data": data, "total": len(data), "limit": limit, "offset": 0, "errors": None}
 
 

@@ -4,11 +4,17 @@ parsed into typed values with errors naming the parameter.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime
 
-from itbench.gateway.errors import FieldError, InvalidError, bad_parameter, excerpt
+from itbench.gateway.errors import (
+    FieldError,
+    InvalidError,
+    MalformedError,
+    bad_parameter,
+    excerpt,
+)
+from itbench.gateway.operations.payloads import parse_json
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_SECONDS = {
@@ -20,6 +26,9 @@ _UNIT_SECONDS = {
     "w": 604800.0,
     "y": 31536000.0,
 }
+
+MAX_TAGS_CHARS = 4096
+"""The longest span-tag object a trace search may give."""
 
 MAX_DURATION_SECONDS = 365 * 86400.0
 """The longest duration a query parameter may give (longer ones overflow date arithmetic)."""
@@ -81,19 +90,26 @@ def parse_duration(value: str, field: str) -> float:
 
 
 def parse_tags(value: str | dict[str, str] | None) -> dict[str, str]:
-    """Span tags: a JSON object of strings (as text over HTTP, or already an object).
+    """Span tags: a JSON object of strings (as text over HTTP, or already an object), within
+    the length and depth limits before it is parsed.
 
     Raises:
-        BadInputError: 400 naming `tags` when it is not a JSON object.
+        BadInputError: 400 naming `tags` when it is too long or not a JSON object.
     """
     if not value:
         return {}
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
+        if len(value) > MAX_TAGS_CHARS:
             raise bad_parameter(
-                "tags", f"not JSON ({exc.msg})", "expected a JSON object of strings"
+                "tags",
+                f"{len(value)} characters; the limit is {MAX_TAGS_CHARS}",
+                "expected a short JSON object of strings",
+            )
+        try:
+            value = parse_json(value.encode("utf-8", "surrogatepass"), "tags")
+        except MalformedError as exc:
+            raise bad_parameter(
+                "tags", exc.detail.removeprefix("tags: "), "expected a JSON object of strings"
             ) from None
     if not isinstance(value, dict):
         raise bad_parameter("tags", "expected a JSON object", "expected a JSON object of strings")

@@ -143,14 +143,28 @@ def finished(session: TrialSession, origin: Origin) -> ProtocolState:
         )
 
 
-def wait(session: TrialSession, origin: Origin, request: WaitRequest | Payload) -> WaitResult:
+def wait(
+    session: TrialSession,
+    origin: Origin,
+    request: WaitRequest | Payload,
+    *,
+    fields_under: str = "",
+) -> WaitResult:
     """Let time pass (for example until alerts clear), bounded by the deadline.
+
+    Args:
+        session: The trial session.
+        origin: Where the call came from.
+        request: How long to wait.
+        fields_under: Where the transport keeps the request's fields, for error paths
+            (`body` over HTTP).
 
     Raises:
         InvalidError: The request is not a wait of 0 < seconds <= 3600.
+        TooLargeError: Its body is beyond the size limit.
     """
     with audited(session, origin, "protocol.wait", 0.0) as call:
-        body = validate(WaitRequest, request, call)
+        body = validate(WaitRequest, request, call, fields_under=fields_under)
         before = session.env.now()
         remaining = session.remaining_seconds()
         seconds = body.seconds if remaining is None else min(body.seconds, remaining)

@@ -11,9 +11,9 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from pydantic import BaseModel
 
-from itbench.gateway.errors import BadInputError
+from itbench.gateway.errors import MalformedError
 from itbench.gateway.operations import Oversized, Payload
-from itbench.gateway.operations.payloads import too_large
+from itbench.gateway.operations.payloads import decode_utf8, parse_json, too_large
 from itbench.gateway.schemas import MAX_BODY_BYTES
 
 
@@ -32,32 +32,25 @@ async def capped_body(request: Request) -> Payload:
     return b"".join(chunks)
 
 
-def _malformed(detail: str) -> BadInputError:
-    return BadInputError("malformed-body", "Malformed body", detail)
-
-
 async def form(request: Request) -> dict[str, str]:
     """Form-encoded or JSON parameters of a POST query.
 
     Raises:
         TooLargeError: The body is beyond the size limit.
-        BadInputError: A JSON body that is not a JSON object.
+        MalformedError: A body that is not UTF-8, not JSON, nests too deeply or is not a JSON
+            object.
     """
     raw = await capped_body(request)
     if isinstance(raw, Oversized):
         raise too_large(raw.size)
     assert isinstance(raw, bytes)
     if "json" in request.headers.get("content-type", ""):
-        try:
-            value = json.loads(raw or b"{}")
-        except json.JSONDecodeError as exc:
-            raise _malformed(f"body: not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise _malformed("body: JSON nested too deeply") from None
+        value = parse_json(raw or b"{}", "body")
         if not isinstance(value, dict):
-            raise _malformed("body: expected an object")
-        return {str(k): str(v) for k, v in value.items()}
-    return {k: v[-1] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+            raise MalformedError("malformed-body", "Malformed body", "body: expected an object")
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+    text = decode_utf8(raw, "body")
+    return {k: v[-1] for k, v in parse_qs(text).items()}
 
 
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from itbench.gateway import operations
+from itbench.gateway.operations import Payload
+from itbench.gateway.routes.bodies import body_schema, capped_body
 from itbench.gateway.routes.deps import CallerDep, Endpoint, SessionDep, origin
 from itbench.gateway.schemas import (
     ProtocolState,
@@ -52,10 +54,17 @@ def router(endpoint: Endpoint) -> APIRouter:
         """Report FINISHED: the agent is done; later calls are refused. Idempotent."""
         return operations.finished(session, origin(request))
 
-    @routes.post("/trials/{trial_id}/wait", response_model=WaitResult, tags=["protocol"])
+    @routes.post(
+        "/trials/{trial_id}/wait",
+        response_model=WaitResult,
+        tags=["protocol"],
+        openapi_extra=body_schema(WaitRequest),
+    )
     @endpoint
-    def wait(request: Request, session: SessionDep, body: WaitRequest) -> WaitResult:
+    def wait(
+        request: Request, session: SessionDep, raw: Annotated[Payload, Depends(capped_body)]
+    ) -> WaitResult:
         """Let time pass (for example until alerts clear), bounded by the deadline."""
-        return operations.wait(session, origin(request), body)
+        return operations.wait(session, origin(request), raw, fields_under="body")
 
     return routes

@@ -21,6 +21,7 @@ from itbench.core.models.observations import (
     EnvironmentSnapshot,
 )
 from itbench.core.models.scenario import Scenario
+from itbench.environments.sim.environment import SimEnvironment
 from itbench.gateway.app import create_app
 from itbench.gateway.sessions import SessionRegistry, TrialSession
 
@@ -313,6 +314,24 @@ class Gateway:
         self.registry.open(session)
         if ready:
             self.registry.mark_ready(trial_id, env.now() + timedelta(seconds=deadline_seconds))
+        return session
+
+    def open_sim(self, trial_id: str = "sim", *, seed: int = 7) -> TrialSession:
+        """A Ready session on the real simulator (provisioned, no fault), for inputs that only
+        the twin's own engines and object model exercise."""
+        env = SimEnvironment(seed=seed, namespace=NS)
+        env.provision()
+        env.advance(600)
+        session = TrialSession(
+            trial_id=trial_id,
+            token=f"token-{trial_id}",
+            scenario=scenario(),
+            env=env,
+            telemetry=TelemetryToggles(),
+            agent_name="agent-a",
+        )
+        self.registry.open(session)
+        self.registry.mark_ready(trial_id, env.now() + timedelta(hours=10))
         return session
 
     def client(self, session: TrialSession) -> ITBenchClient:
