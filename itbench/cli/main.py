@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from itbench.cli.context import BadInput
 from itbench.cli.crds import crds
 from itbench.cli.faults import faults
+from itbench.cli.mcp import mcp_command
 from itbench.cli.operator import operator
 from itbench.cli.report import report_group
 from itbench.cli.run import run_command
@@ -25,6 +26,7 @@ COMMANDS: list[click.Command] = [
     run_command,
     operator,
     serve_command,
+    mcp_command,
 ]
 """Every top-level command or group; a new noun adds its module's group here."""
 

@@ -1,0 +1,283 @@
+"""The agent API as Model Context Protocol tools (the official `mcp` SDK), over the same operations
+layer as HTTP: the same guardrails, limits, virtual costs and audit trail (entries say `MCP` and
+the tool's name). A call error arrives as a tool error whose text is the problem, never a crash.
+
+`build_server(resolve)` makes the server; `resolve` finds the caller's trial session (one fixed
+session over stdio, the bearer token's over streamable HTTP).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from itbench import __version__
+from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
+from itbench.core.models.observations import AgentAction
+from itbench.gateway import operations
+from itbench.gateway.errors import CallError
+from itbench.gateway.operations import Origin
+from itbench.gateway.operations.protocol import ReportName
+from itbench.gateway.sessions import TrialSession
+
+Resolver = Callable[[Context], TrialSession]
+"""Finds the trial session a tool call is for."""
+
+INSTRUCTIONS = (
+    "You are working one ITBench trial: an incident (SRE), a cost problem (FinOps) or a "
+    "compliance check (CISO) in a Kubernetes namespace. Call `task` first, then `started`; "
+    "observe (alerts, metrics, logs, traces, topology, kubectl_*), act, `wait` for effects, "
+    "submit the reports the task lists, and call `finished`. Every call costs virtual seconds; "
+    "errors come back as tool errors holding a problem (type, detail, errors[field])."
+)
+
+
+def tool_error(exc: CallError) -> ToolError:
+    """A call error as the MCP tool error a model reads: the problem, as JSON text."""
+    problem: dict[str, Any] = {"type": exc.slug, "title": exc.title, "detail": exc.detail}
+    if exc.errors:
+        problem["errors"] = [e.model_dump() for e in exc.errors]
+    problem.update({k: v for k, v in exc.extra.items() if isinstance(v, str | int | float)})
+    return ToolError(json.dumps(problem, default=str))
+
+
+def _plain(value: Any) -> Any:
+    return value.wire() if hasattr(value, "wire") else value
+
+
+class _Tools:
+    """The tool functions, each one operation on the resolved session."""
+
+    def __init__(self, resolve: Resolver) -> None:
+        self.resolve = resolve
+
+    def call(self, ctx: Context, tool: str, op: Callable[..., Any], *args: Any) -> Any:
+        session = self.resolve(ctx)
+        try:
+            result = op(session, Origin("MCP", tool), *args)
+        except CallError as exc:
+            raise tool_error(exc) from None
+        if isinstance(result, BaseModel):
+            return json.loads(result.model_dump_json(by_alias=True))
+        return _plain(result)
+
+
+def _object_schema(name: str, model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True, mode="validation")
+    defs = schema.pop("$defs", {})
+    out: dict[str, Any] = {"type": "object", "properties": {name: schema}, "required": [name]}
+    if defs:
+        out["$defs"] = defs
+    return out
+
+
+def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
+    """The MCP server of the agent API.
+
+    Args:
+        resolve: Finds the caller's trial session (may raise ToolError).
+        name: The server's name.
+    """
+    server: MCPServer = MCPServer(
+        name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+    tools = _Tools(resolve)
+
+    @server.tool(
+        description="The task: firing alerts (or the CISO requirement), namespace, "
+        "deadline, telemetry, the reports to submit with their JSON Schemas. No "
+        "arguments. Example: task()"
+    )
+    def task(ctx: Context) -> dict[str, Any]:
+        return tools.call(ctx, "task", operations.task)  # type: ignore[no-any-return]
+
+    @server.tool(description="Report STARTED (call once, after task). Example: started()")
+    def started(ctx: Context) -> dict[str, Any]:
+        return tools.call(ctx, "started", operations.started)  # type: ignore[no-any-return]
+
+    @server.tool(
+        description="Report FINISHED: you are done; later calls are refused. Example: finished()"
+    )
+    def finished(ctx: Context) -> dict[str, Any]:
+        return tools.call(ctx, "finished", operations.finished)  # type: ignore[no-any-return]
+
+    @server.tool(
+        description="Let time pass (0 < seconds <= 3600, up to the deadline), e.g. "
+        "until alerts clear after a fix. Example: wait(seconds=60)"
+    )
+    def wait(ctx: Context, seconds: float) -> dict[str, Any]:
+        payload = {"seconds": seconds}
+        return tools.call(ctx, "wait", operations.wait, payload)  # type: ignore[no-any-return]
+
+    @server.tool(description="Active alerts (Prometheus /api/v1/alerts shape). Example: alerts()")
+    def alerts(ctx: Context) -> dict[str, Any]:
+        return tools.call(ctx, "alerts", operations.alerts)  # type: ignore[no-any-return]
+
+    @server.tool(
+        description="Instant PromQL query at `time` (RFC 3339 or Unix seconds; default "
+        "now). Example: query_metrics(query='sum by (service_name) "
+        '(rate(traces_span_metrics_calls_total{status_code="STATUS_CODE_ERROR"}[5m]))\')'
+    )
+    def query_metrics(ctx: Context, query: str, time: str | None = None) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "query_metrics", operations.instant_query, query, time
+        )
+
+    @server.tool(
+        description="Range PromQL query (default: the last 30 min at step 15s). "
+        "Example: query_metrics_range(query='rate(traces_span_metrics_calls_total[5m])',"
+        " step='1m')"
+    )
+    def query_metrics_range(
+        ctx: Context,
+        query: str,
+        start: str | None = None,
+        end: str | None = None,
+        step: str | None = None,
+    ) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "query_metrics_range", operations.range_query, query, start, end, step
+        )
+
+    @server.tool(
+        description="LogQL log query: a stream selector and line filters (default: "
+        'the last hour, 100 lines). Example: query_logs(query=\'{service_name="cart"} '
+        '|= "error"\', limit=50)'
+    )
+    def query_logs(
+        ctx: Context,
+        query: str,
+        start: str | None = None,
+        end: str | None = None,
+        limit: int = 100,
+    ) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "query_logs", operations.logs, query, start, end, limit
+        )
+
+    @server.tool(
+        description="Trace search for a service (Jaeger shape); tags is an object of "
+        "span tags. Example: search_traces(service='checkout', tags={'error': 'true'})"
+    )
+    def search_traces(
+        ctx: Context,
+        service: str,
+        operation: str | None = None,
+        tags: dict[str, str] | None = None,
+        lookback: str = "1h",
+        limit: int = 20,
+    ) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx,
+            "search_traces",
+            operations.traces,
+            service,
+            operation,
+            tags,
+            None,
+            None,
+            lookback,
+            limit,
+        )
+
+    @server.tool(description="Services that report traces. Example: trace_services()")
+    def trace_services(ctx: Context) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "trace_services", operations.trace_services
+        )
+
+    @server.tool(
+        description="The system topology: entities {id, kind, name} and typed edges "
+        "(owns, selects, calls, ...). Example: topology()"
+    )
+    def topology(ctx: Context) -> dict[str, Any]:
+        return tools.call(ctx, "topology", operations.topology)  # type: ignore[no-any-return]
+
+    @server.tool(
+        description="kubectl get: objects of a kind (any spelling: po, pods, Pod), or "
+        "one by name; JSON items and the kubectl table. Example: kubectl_get(kind='pods')"
+    )
+    def kubectl_get(ctx: Context, kind: str, name: str | None = None) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "kubectl_get", operations.get, kind, name
+        )
+
+    @server.tool(
+        description="kubectl describe: one object with its events. Example: "
+        "kubectl_describe(kind='deployment', name='checkout')"
+    )
+    def kubectl_describe(ctx: Context, kind: str, name: str) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "kubectl_describe", operations.describe, kind, name
+        )
+
+    @server.tool(
+        description="kubectl logs --tail: the last lines of a pod's log (1-5000). "
+        "Example: kubectl_logs(pod='cart-7d4b9c-abcde', tail=100)"
+    )
+    def kubectl_logs(ctx: Context, pod: str, tail: int = 100) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "kubectl_logs", operations.pod_logs, pod, tail
+        )
+
+    @server.tool(
+        description="kubectl get events, optionally of one object (kind and name). "
+        "Example: kubectl_events(kind='Pod', name='cart-7d4b9c-abcde')"
+    )
+    def kubectl_events(
+        ctx: Context, kind: str | None = None, name: str | None = None
+    ) -> dict[str, Any]:
+        return tools.call(  # type: ignore[no-any-return]
+            ctx, "kubectl_events", operations.events, kind, name
+        )
+
+    @server.tool(
+        description="Carry out one typed action (verb: patch, set-image, "
+        "set-resources, set-env, scale, rollout-restart, rollout-undo, delete, apply, "
+        "set-flag) after the guardrails. Example: act(action={'verb': 'rollout-undo', "
+        "'kind': 'Deployment', 'name': 'checkout'})"
+    )
+    def act(ctx: Context, action: dict[str, Any]) -> dict[str, Any]:
+        return tools.call(ctx, "act", operations.act, action)  # type: ignore[no-any-return]
+
+    def report_tool(report: ReportName, model: type[BaseModel], example: str) -> None:
+        def submit(ctx: Context, report_body: dict[str, Any]) -> dict[str, Any]:
+            return tools.call(  # type: ignore[no-any-return]
+                ctx, f"submit_{report}", _submitter(report), report_body
+            )
+
+        server.add_tool(
+            submit,
+            name=f"submit_{report}",
+            description=f"Submit the {report} report (validated; the last valid one counts). "
+            f"Example: submit_{report}(report_body={example})",
+        )
+        tool = server._tool_manager.get_tool(f"submit_{report}")
+        if tool is not None:
+            tool.parameters = _object_schema("report_body", model)
+
+    report_tool(
+        "diagnosis",
+        DiagnosisReport,
+        "{'entities': [{'kind': 'Deployment', 'name': 'checkout', 'rootCause': true}], "
+        "'reasoning': '...'}",
+    )
+    report_tool("mitigation", MitigationReport, "{'actions': ['rolled back checkout']}")
+    report_tool("posture", PostureReport, "{'assessments': [...]}")
+
+    act_tool = server._tool_manager.get_tool("act")
+    if act_tool is not None:
+        act_tool.parameters = _object_schema("action", AgentAction)
+    return server
+
+
+def _submitter(report: ReportName) -> Callable[..., Any]:
+    def submit(session: TrialSession, origin: Origin, body: dict[str, Any]) -> Any:
+        return operations.submit(session, origin, report, body)
+
+    return submit
