@@ -101,7 +101,8 @@ def test_an_mcp_client_works_a_trial_through_the_tools_and_is_scored() -> None:
                 "act", {"action": {"verb": "delete", "kind": "Node", "name": "n1"}}
             )
             seen["refused"] = (refused.is_error, _json(refused))
-            bad_query = await client.call_tool("query_metrics", {"query": " or ".join(["up"] * 300)})
+            chain = " or ".join(["up"] * 300)
+            bad_query = await client.call_tool("query_metrics", {"query": chain})
             seen["bad_query"] = (bad_query.is_error, _json(bad_query))
             diagnosis = {
                 "entities": [{"kind": "Deployment", "name": "cart", "rootCause": True}],
