@@ -139,18 +139,30 @@ class InternalFailureError(CallError):
     """The gateway itself failed on the call."""
 
 
+MAX_FIELD_ERRORS = 50
+"""The most field errors one problem lists (a body with 10,000 unknown keys gets 50 and a count)."""
+
+
 def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
-    """The errors of a pydantic validation, one per field path.
+    """The errors of a pydantic validation, one per field path, at most MAX_FIELD_ERRORS (the
+    last entry then counts the rest).
 
     Args:
         exc: The validation error.
         prefix: Prepended to each path (e.g. `body`).
     """
     out: list[FieldError] = []
-    for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"])
+    found = exc.errors()
+    for err in found[:MAX_FIELD_ERRORS]:
+        path = bounded(".".join(str(p) for p in err["loc"]), EXCERPT_CHARS)
         full = ".".join(p for p in (prefix, path) if p)
         out.append(FieldError(field=full or "(body)", message=bounded(err["msg"])))
+    if len(found) > MAX_FIELD_ERRORS:
+        out.append(
+            FieldError(
+                field="(more)", message=f"{len(found) - MAX_FIELD_ERRORS} more invalid fields"
+            )
+        )
     return out
 
 

@@ -56,15 +56,16 @@ class _Tools:
     def __init__(self, resolve: Resolver) -> None:
         self.resolve = resolve
 
-    def call(self, ctx: Context, tool: str, op: Callable[..., Any], *args: Any) -> Any:
+    def call(self, ctx: Context, tool: str, op: Callable[..., Any], *args: Any) -> str:
+        """Run an operation for a tool; its answer as compact JSON text (what a model reads)."""
         session = self.resolve(ctx)
         try:
             result = op(session, Origin("MCP", tool), *args)
         except CallError as exc:
             raise tool_error(exc) from None
         if isinstance(result, BaseModel):
-            return json.loads(result.model_dump_json(by_alias=True))
-        return _plain(result)
+            return result.model_dump_json(by_alias=True)
+        return json.dumps(_plain(result), separators=(",", ":"), default=str)
 
 
 def _object_schema(name: str, model: type[BaseModel]) -> dict[str, Any]:
@@ -93,40 +94,38 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         "deadline, telemetry, the reports to submit with their JSON Schemas. No "
         "arguments. Example: task()"
     )
-    def task(ctx: Context) -> dict[str, Any]:
-        return tools.call(ctx, "task", operations.task)  # type: ignore[no-any-return]
+    def task(ctx: Context) -> str:
+        return tools.call(ctx, "task", operations.task)
 
     @server.tool(description="Report STARTED (call once, after task). Example: started()")
-    def started(ctx: Context) -> dict[str, Any]:
-        return tools.call(ctx, "started", operations.started)  # type: ignore[no-any-return]
+    def started(ctx: Context) -> str:
+        return tools.call(ctx, "started", operations.started)
 
     @server.tool(
         description="Report FINISHED: you are done; later calls are refused. Example: finished()"
     )
-    def finished(ctx: Context) -> dict[str, Any]:
-        return tools.call(ctx, "finished", operations.finished)  # type: ignore[no-any-return]
+    def finished(ctx: Context) -> str:
+        return tools.call(ctx, "finished", operations.finished)
 
     @server.tool(
         description="Let time pass (0 < seconds <= 3600, up to the deadline), e.g. "
         "until alerts clear after a fix. Example: wait(seconds=60)"
     )
-    def wait(ctx: Context, seconds: float) -> dict[str, Any]:
+    def wait(ctx: Context, seconds: float) -> str:
         payload = {"seconds": seconds}
-        return tools.call(ctx, "wait", operations.wait, payload)  # type: ignore[no-any-return]
+        return tools.call(ctx, "wait", operations.wait, payload)
 
     @server.tool(description="Active alerts (Prometheus /api/v1/alerts shape). Example: alerts()")
-    def alerts(ctx: Context) -> dict[str, Any]:
-        return tools.call(ctx, "alerts", operations.alerts)  # type: ignore[no-any-return]
+    def alerts(ctx: Context) -> str:
+        return tools.call(ctx, "alerts", operations.alerts)
 
     @server.tool(
         description="Instant PromQL query at `time` (RFC 3339 or Unix seconds; default "
         "now). Example: query_metrics(query='sum by (service_name) "
         '(rate(traces_span_metrics_calls_total{status_code="STATUS_CODE_ERROR"}[5m]))\')'
     )
-    def query_metrics(ctx: Context, query: str, time: str | None = None) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
-            ctx, "query_metrics", operations.instant_query, query, time
-        )
+    def query_metrics(ctx: Context, query: str, time: str | None = None) -> str:
+        return tools.call(ctx, "query_metrics", operations.instant_query, query, time)
 
     @server.tool(
         description="Range PromQL query (default: the last 30 min at step 15s). "
@@ -139,8 +138,8 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         start: str | None = None,
         end: str | None = None,
         step: str | None = None,
-    ) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
+    ) -> str:
+        return tools.call(
             ctx, "query_metrics_range", operations.range_query, query, start, end, step
         )
 
@@ -155,10 +154,8 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         start: str | None = None,
         end: str | None = None,
         limit: int = 100,
-    ) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
-            ctx, "query_logs", operations.logs, query, start, end, limit
-        )
+    ) -> str:
+        return tools.call(ctx, "query_logs", operations.logs, query, start, end, limit)
 
     @server.tool(
         description="Trace search for a service (Jaeger shape); tags is an object of "
@@ -171,8 +168,8 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         tags: dict[str, str] | None = None,
         lookback: str = "1h",
         limit: int = 20,
-    ) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
+    ) -> str:
+        return tools.call(
             ctx,
             "search_traces",
             operations.traces,
@@ -186,55 +183,43 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         )
 
     @server.tool(description="Services that report traces. Example: trace_services()")
-    def trace_services(ctx: Context) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
-            ctx, "trace_services", operations.trace_services
-        )
+    def trace_services(ctx: Context) -> str:
+        return tools.call(ctx, "trace_services", operations.trace_services)
 
     @server.tool(
         description="The system topology: entities {id, kind, name} and typed edges "
         "(owns, selects, calls, ...). Example: topology()"
     )
-    def topology(ctx: Context) -> dict[str, Any]:
-        return tools.call(ctx, "topology", operations.topology)  # type: ignore[no-any-return]
+    def topology(ctx: Context) -> str:
+        return tools.call(ctx, "topology", operations.topology)
 
     @server.tool(
         description="kubectl get: objects of a kind (any spelling: po, pods, Pod), or "
         "one by name; JSON items and the kubectl table. Example: kubectl_get(kind='pods')"
     )
-    def kubectl_get(ctx: Context, kind: str, name: str | None = None) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
-            ctx, "kubectl_get", operations.get, kind, name
-        )
+    def kubectl_get(ctx: Context, kind: str, name: str | None = None) -> str:
+        return tools.call(ctx, "kubectl_get", operations.get, kind, name)
 
     @server.tool(
         description="kubectl describe: one object with its events. Example: "
         "kubectl_describe(kind='deployment', name='checkout')"
     )
-    def kubectl_describe(ctx: Context, kind: str, name: str) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
-            ctx, "kubectl_describe", operations.describe, kind, name
-        )
+    def kubectl_describe(ctx: Context, kind: str, name: str) -> str:
+        return tools.call(ctx, "kubectl_describe", operations.describe, kind, name)
 
     @server.tool(
         description="kubectl logs --tail: the last lines of a pod's log (1-5000). "
         "Example: kubectl_logs(pod='cart-7d4b9c-abcde', tail=100)"
     )
-    def kubectl_logs(ctx: Context, pod: str, tail: int = 100) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
-            ctx, "kubectl_logs", operations.pod_logs, pod, tail
-        )
+    def kubectl_logs(ctx: Context, pod: str, tail: int = 100) -> str:
+        return tools.call(ctx, "kubectl_logs", operations.pod_logs, pod, tail)
 
     @server.tool(
         description="kubectl get events, optionally of one object (kind and name). "
         "Example: kubectl_events(kind='Pod', name='cart-7d4b9c-abcde')"
     )
-    def kubectl_events(
-        ctx: Context, kind: str | None = None, name: str | None = None
-    ) -> dict[str, Any]:
-        return tools.call(  # type: ignore[no-any-return]
-            ctx, "kubectl_events", operations.events, kind, name
-        )
+    def kubectl_events(ctx: Context, kind: str | None = None, name: str | None = None) -> str:
+        return tools.call(ctx, "kubectl_events", operations.events, kind, name)
 
     @server.tool(
         description="Carry out one typed action (verb: patch, set-image, "
@@ -242,14 +227,12 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         "set-flag) after the guardrails. Example: act(action={'verb': 'rollout-undo', "
         "'kind': 'Deployment', 'name': 'checkout'})"
     )
-    def act(ctx: Context, action: dict[str, Any]) -> dict[str, Any]:
-        return tools.call(ctx, "act", operations.act, action)  # type: ignore[no-any-return]
+    def act(ctx: Context, action: dict[str, Any]) -> str:
+        return tools.call(ctx, "act", operations.act, action)
 
     def report_tool(report: ReportName, model: type[BaseModel], example: str) -> None:
-        def submit(ctx: Context, report_body: dict[str, Any]) -> dict[str, Any]:
-            return tools.call(  # type: ignore[no-any-return]
-                ctx, f"submit_{report}", _submitter(report), report_body
-            )
+        def submit(ctx: Context, report_body: dict[str, Any]) -> str:
+            return tools.call(ctx, f"submit_{report}", _submitter(report), report_body)
 
         server.add_tool(
             submit,
@@ -268,7 +251,12 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         "'reasoning': '...'}",
     )
     report_tool("mitigation", MitigationReport, "{'actions': ['rolled back checkout']}")
-    report_tool("posture", PostureReport, "{'assessments': [...]}")
+    report_tool(
+        "posture",
+        PostureReport,
+        "{'assessments': [{'controlId': 'host-network', 'target': 'Deployment/cart', "
+        "'result': 'pass'}]}",
+    )
 
     act_tool = server._tool_manager.get_tool("act")
     if act_tool is not None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itbench.gateway.errors import (
+    MAX_FIELD_ERRORS,
     BadInputError,
     CallError,
     EnvironmentUnavailableError,
@@ -121,10 +122,10 @@ def install_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         errors = [
             FieldError(
-                field=".".join(str(p) for p in err.get("loc", ())) or "(request)",
+                field=bounded(".".join(str(p) for p in err.get("loc", ())) or "(request)", 200),
                 message=bounded(str(err.get("msg", "invalid"))),
             )
-            for err in exc.errors()
+            for err in exc.errors()[:MAX_FIELD_ERRORS]
         ]
         names = ", ".join(e.field for e in errors)
         session = caller_of(request)

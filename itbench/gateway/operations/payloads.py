@@ -19,6 +19,7 @@ from itbench.gateway.errors import (
     InvalidError,
     MalformedError,
     TooLargeError,
+    bounded,
     excerpt,
     field_errors,
 )
@@ -181,6 +182,6 @@ def validate(model: type[M], payload: M | Payload, call: Call, *, fields_under: 
         raise InvalidError(
             "invalid-body",
             "Invalid body",
-            f"{model.__name__} is invalid at: {', '.join(e.field for e in errors)}",
+            bounded(f"{model.__name__} is invalid at: {', '.join(e.field for e in errors)}"),
             errors=errors,
         ) from None

@@ -190,6 +190,26 @@ CORPUS: list[HostileRequest] = [
         ).encode(),
     ),
     HostileRequest(
+        "action-5000-unknown-fields",
+        "POST",
+        "actions",
+        422,
+        content=json.dumps(
+            {"verb": "scale", "kind": "Deployment", "name": "cart"}
+            | {f"field{i}": i for i in range(5000)}
+        ).encode(),
+    ),
+    HostileRequest(
+        "action-100kb-name",
+        "POST",
+        "actions",
+        422,
+        content=json.dumps(
+            {"verb": "delete", "kind": "Deployment", "name": "x" * 100_000, "namespace": "other"}
+        ).encode(),
+    ),
+    HostileRequest("kubectl-100kb-kind", "GET", "kubectl/get", 400, {"kind": "k" * 100_000}),
+    HostileRequest(
         "diagnosis-not-utf8",
         "POST",
         "diagnosis",

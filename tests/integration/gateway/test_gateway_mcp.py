@@ -197,3 +197,56 @@ def test_itbench_mcp_needs_a_known_scenario() -> None:
     )
     assert result.returncode == 2
     assert "unknown scenario 'nope'" in result.stderr
+
+
+def test_itbench_mcp_serves_streamable_http_to_the_trials_token_only() -> None:
+    import re
+    import socket
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "itbench"),
+            "mcp",
+            "--scenario",
+            SCENARIO,
+            "--scenarios-dir",
+            str(ROOT / "scenarios"),
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        token = ""
+        for line in proc.stderr:
+            if match := re.match(r"token:\s+(\S+)", line):
+                token = match.group(1)
+                break
+        assert token, "itbench mcp printed no token"
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        async def call(headers: dict[str, str]) -> Any:
+            http = httpx2.AsyncClient(headers=headers, timeout=60)
+            async with http, Client(streamable_http_client(url, http_client=http)) as client:
+                tools = {t.name for t in (await client.list_tools()).tools}
+                return tools, await client.call_tool("task", {})
+
+        tools, task = asyncio.run(call({"Authorization": f"Bearer {token}"}))
+        _, stranger = asyncio.run(call({"Authorization": "Bearer wrong"}))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert tools >= TOOLS
+    assert task.is_error is False and _json(task)["state"] == "Ready"
+    assert stranger.is_error is True and _json(stranger)["type"] == "unauthenticated"
