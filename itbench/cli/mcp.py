@@ -20,6 +20,7 @@ from itbench.core.models.trial import TrialStatus
 from itbench.core.runner import new_status
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import drive_trial
+from itbench.gateway.errors import UnauthenticatedError
 from itbench.gateway.mcp import build_server
 from itbench.gateway.routes.deps import bearer
 from itbench.gateway.sessions import TrialSession
@@ -66,7 +67,7 @@ class _Trial:
             headers = ctx.headers or {}
             try:
                 token = bearer(headers.get("authorization"))
-            except Exception:
+            except UnauthenticatedError:
                 token = ""
             if token != self.token:
                 raise ToolError(

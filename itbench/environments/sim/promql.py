@@ -274,7 +274,9 @@ def _compile(pattern: str) -> Any:
 
 @lru_cache(maxsize=1024)
 def _parse_cached(query: str) -> Any:
-    # The engine never mutates a parsed expression, so one tree serves every evaluation.
+    # The engine never mutates a parsed expression, so one tree serves every evaluation; the
+    # limits are checked once per query too (alert rules are evaluated every tick).
+    check_query_limits(query)
     return pp.parse(query)
 
 
@@ -842,9 +844,10 @@ class PromQLEngine:
 
     @staticmethod
     def _parse(query: str) -> Any:
-        check_query_limits(query)
         try:
             return _parse_cached(query)
+        except QueryLimitError:
+            raise
         except ValueError as exc:
             raise PromQLError(f"cannot parse query {query!r}: {exc}") from exc
 
