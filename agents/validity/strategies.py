@@ -413,7 +413,14 @@ STRATEGIES: dict[str, Strategy] = {
 }
 """Every cheap strategy by name."""
 
-CEILINGS: dict[str, float] = {"alert-echo": 0.15}
-"""The most a strategy may pass on any fault-scenario task, where it differs from the default
-(a symptom sometimes is the cause, so echoing the alert may be right now and then)."""
+ECHO_CEILING = 0.15
+"""What a diagnosis that echoes the alert may pass: a symptom sometimes is the cause."""
+CEILINGS: dict[tuple[str, str], float] = {
+    (strategy, task): ECHO_CEILING
+    for strategy in ("alert-echo", "shotgun-mitigation", "scale-to-zero")
+    for task in ("sre.diagnosis", "finops.diagnosis")
+}
+"""Ceilings by (strategy, task) where they differ from the default: the strategies whose
+diagnosis echoes the alert."""
 DEFAULT_CEILING = 0.05
+"""The most any cheap strategy may pass on any task."""
