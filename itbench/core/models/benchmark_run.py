@@ -176,6 +176,11 @@ class BenchmarkRunStatus(ApiModel):
     )
     started_at: str | None = Field(default=None, description="When the first trial started.")
     finished_at: str | None = Field(default=None, description="When the last trial finished.")
+    accepted_spec: BenchmarkRunSpec | None = Field(
+        default=None,
+        description="The spec the run started with. Later changes other than spec.cancel are "
+        "refused whole (condition SpecAccepted=False) and the run goes on with this spec.",
+    )
     observed_generation: int | None = Field(default=None, description="Last reconciled generation.")
     conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
 

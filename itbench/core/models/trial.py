@@ -46,7 +46,7 @@ class TrialSpec(ApiModel):
 
     run_ref: LocalObjectReference = Field(description="The owning BenchmarkRun.")
     agent_ref: LocalObjectReference = Field(description="The AgentSubmission.")
-    scenario: str = Field(description="Scenario name.", min_length=1)
+    scenario: str = Field(description="Scenario name.", min_length=1, max_length=253)
     attempt: int = Field(ge=0, le=99, description="Attempt index, 0-based.")
     seed: int = Field(ge=0, description="Seed of this attempt's environment.")
     telemetry: TelemetryToggles = Field(
