@@ -183,7 +183,7 @@ async def _measure(url: str, workdir: Path) -> list[Figure]:
         succeeded = sum((s.get("summary") or {}).get("succeeded", 0) for s in statuses)
         failed = sum((s.get("summary") or {}).get("failed", 0) for s in statuses)
         errored = sum((s.get("summary") or {}).get("errored", 0) for s in statuses)
-        if all(s.get("phase") == "Succeeded" for s in statuses):
+        if all(s.get("phase") in ("Succeeded", "Failed", "Errored") for s in statuses):
             break
     elapsed = time.perf_counter() - start
     trials = await asyncio.to_thread(

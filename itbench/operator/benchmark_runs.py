@@ -25,7 +25,7 @@ from itbench.core.models.benchmark_run import (
     RunPhase,
     RunSummary,
 )
-from itbench.core.models.report import TrialRecord
+from itbench.core.models.report import Report, TrialRecord
 from itbench.core.models.scenario import Scenario, ScenarioPhase, ScenarioStatus
 from itbench.core.models.trial import TrialPhase, TrialSpec, TrialStatus
 from itbench.core.scoring.aggregate import build_report, headline
@@ -56,7 +56,7 @@ from itbench.operator.kubeapi import (
 from itbench.operator.runtime import OperatorRuntime
 
 MAX_NAME = 253
-FINAL_RUN_PHASES = (RunPhase.SUCCEEDED, RunPhase.CANCELLED)
+FINAL_RUN_PHASES = tuple(p for p in RunPhase if p.final)
 
 
 def trial_name(run: str, scenario: str, attempt: int) -> str:
@@ -156,6 +156,61 @@ def _record(
     )
 
 
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def display_summary(report: Report, domain: Domain | None) -> RunSummary:
+    """The headline of a report for status: the persona's own tasks, rounded for display.
+
+    Fractions keep 4 decimals and times 0.1 s, so printer columns and `kubectl get -o yaml` read
+    well on any API server (which prints numbers as stored); the report keeps full precision.
+    """
+    base = headline(report)
+    diagnosis, mitigation = base.diagnosis_pass_at_1, base.mitigation_pass_at_1
+    cost = efficiency = None
+    if domain == Domain.FINOPS:
+        diagnosis = _pass_at_1(report, "finops.diagnosis")
+        mitigation = _pass_at_1(report, "finops.mitigation")
+        cost = _mean(report, "finops.cost_proximity")
+        efficiency = _mean(report, "finops.efficiency_proximity")
+    elif domain == Domain.CISO:
+        diagnosis, mitigation = _pass_at_1(report, "ciso.posture"), None
+    return base.model_copy(
+        update={
+            "domain": domain,
+            "diagnosis_pass_at_1": _round(diagnosis, 4),
+            "mitigation_pass_at_1": _round(mitigation, 4),
+            "fl_ntam": _round(base.fl_ntam, 4),
+            "fpc_ntam": _round(base.fpc_ntam, 4),
+            "mttd_seconds": _round(base.mttd_seconds, 1),
+            "mttr_seconds": _round(base.mttr_seconds, 1),
+            "cost_proximity": _round(cost, 4),
+            "efficiency_proximity": _round(efficiency, 4),
+            "resolution_rate": _round(base.resolution_rate, 4),
+        }
+    )
+
+
+def _pass_at_1(report: Report, key: str) -> float | None:
+    task = report.task(key)
+    return task.pass_at_k[0].estimate.mean if task is not None and task.pass_at_k else None
+
+
+def _mean(report: Report, key: str) -> float | None:
+    score = report.score(key)
+    return score.estimate.mean if score is not None else None
+
+
+def _outcome(summary: RunSummary) -> RunPhase:
+    """The final phase of a run whose trials all finished: what the agent did."""
+    if summary.succeeded:
+        return RunPhase.SUCCEEDED
+    if summary.failed:
+        return RunPhase.FAILED
+    return RunPhase.ERRORED
+
+
 def _changed_fields(old: BenchmarkRunSpec, new: BenchmarkRunSpec) -> list[str]:
     """Spec fields (camelCase paths) that differ, cancel aside."""
     before, after = old.wire(), new.wire()
@@ -189,6 +244,7 @@ class _Reconciler:
         except ValueError:
             self.previous = BenchmarkRunStatus()
         self.raw_body = body
+        self.domain: Domain | None = None
         self._scenarios: dict[str, Scenario] | None = None
 
     # -- outcomes -----------------------------------------------------------------------------
@@ -313,6 +369,7 @@ class _Reconciler:
                 self.invalid("ScenarioSelection", f"spec.scenarios: {exc}")
                 return
             names = [s.name for s in chosen]
+        self.domain = agent.spec.type
         self.reconcile_trials(spec, names, agent_name, refusal)
 
     def scenarios(self) -> dict[str, Scenario]:
@@ -367,7 +424,7 @@ class _Reconciler:
         finished = [(n, t) for n, t in ordered if _final(t)]
         active = [(n, t) for n, t in ordered if not _final(t) and annotation(t, ADMITTED)]
         queued = [(n, t) for n, t in ordered if not _final(t) and not annotation(t, ADMITTED)]
-        slots = min(spec.concurrency, spec.environment.capacity)
+        slots = spec.environment.slots(spec.concurrency)
         if spec.cancel:
             for tname, trial in active:
                 if not annotation(trial, CANCELLED):
@@ -422,14 +479,12 @@ class _Reconciler:
         previous = self.previous
         summary = previous.summary
         report_ref = previous.report_ref
+        domain = self.domain
         cancelled = spec.cancel
-        if cancelled:
-            phase = RunPhase.CANCELLED if not active else RunPhase.RUNNING
-        elif total and len(finished) == total:
-            phase = RunPhase.SUCCEEDED
-        else:
-            phase = RunPhase.RUNNING
-        complete = phase in FINAL_RUN_PHASES
+        done = bool(total) and len(finished) == total
+        # A finished run's phase says what the agent did; it is decided from the summary below.
+        phase = RunPhase.CANCELLED if cancelled and not active else RunPhase.RUNNING
+        complete = (cancelled and not active) or done
         if complete or len(finished) != previous.finished_trials:
             scenarios = self.scenarios()
             records = [
@@ -446,7 +501,7 @@ class _Reconciler:
                 for tname, trial in finished
             ]
             report = build_report(records, DEFAULT_PROFILE, agent=agent, created_at=now())
-            summary = headline(report) if records else RunSummary()
+            summary = display_summary(report, domain) if records else RunSummary(domain=domain)
             if complete:
                 cm = report_name(self.name)
                 self.api.put_config_map(
@@ -456,6 +511,8 @@ class _Reconciler:
                     self.body,
                 )
                 report_ref = f"configmap/{cm}"
+        if done and not cancelled:
+            phase = _outcome(summary)
         conditions = condition(
             previous.conditions,
             "Valid",
@@ -479,7 +536,10 @@ class _Reconciler:
             )
         if complete:
             reason = "Cancelled" if cancelled else "AllTrialsFinished"
-            message = f"{len(finished)}/{total} trials finished; report in {report_ref}"
+            message = (
+                f"{len(finished)}/{total} trials finished ({summary.succeeded} succeeded, "
+                f"{summary.failed} failed, {summary.errored} errored); report in {report_ref}"
+            )
         else:
             reason = "Cancelling" if cancelled else "TrialsRunning"
             message = f"{len(finished)}/{total} finished, {len(active)} running"

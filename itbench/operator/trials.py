@@ -47,6 +47,7 @@ from itbench.operator.bodies import (
     CANCELLED,
     FORCE_RELEASE,
     annotation,
+    bounded,
     condition,
     controller_uid,
     parse,
@@ -81,6 +82,8 @@ ORPHANED = "Orphaned"
 """Reason of a Trial no BenchmarkRun owns: it never runs."""
 INVALID_SPEC = "InvalidSpec"
 """Reason of a Trial whose spec does not parse."""
+EVENT_CHARS = 240
+"""Most characters of a Trial's phase Event (the full message is in status)."""
 
 
 def _status(body: Mapping[str, Any]) -> TrialStatus | None:
@@ -276,7 +279,9 @@ class TrialDriver:
         if status is None or (
             status.phase in (TrialPhase.PENDING, TrialPhase.QUEUED) and not status.timeline
         ):
-            status = new_status(live.executor.now())
+            status = new_status(live.executor.now()).model_copy(
+                update={"clock": "virtual" if live.executor.virtual_time else "wall"}
+            )
         if annotation(body, CANCELLED):
             status = self._abort(
                 live, status, Reason.CANCELLED, "the run was cancelled (spec.cancel)"
@@ -426,15 +431,18 @@ class TrialDriver:
             update={
                 "observed_generation": generation,
                 "conditions": _conditions(status, previous, generation),
+                "clock": status.clock or (previous.clock if previous is not None else None),
             }
         )
         flipped = previous is None or previous.phase != status.phase
         if flipped:  # the event goes first, so whoever sees the new phase also finds its event
-            warning = status.phase in (TrialPhase.FAILED, TrialPhase.ERRORED)
+            # An agent that fails is the benchmark working (Normal); only what the platform, the
+            # environment or the object itself broke is a Warning.
+            warning = status.phase == TrialPhase.ERRORED and status.reason != Reason.CANCELLED
             self.api.event(
                 _plain(body),
                 status.reason or status.phase.value,
-                f"{status.phase.value}: {status.message}".strip(": "),
+                bounded(f"{status.phase.value}: {status.message}".strip(": "), EVENT_CHARS),
                 warning=warning,
             )
         self.api.patch_status(TRIALS, meta["namespace"], meta["name"], status.wire(), old)
@@ -443,6 +451,8 @@ class TrialDriver:
             self.runtime.metrics.trial_outcomes.labels(
                 phase=status.phase.value, reason=status.reason
             ).inc()
+            if status.scores is not None:
+                self.runtime.metrics.trial_scored(status.scores)
 
     # ---- agent workloads ----------------------------------------------------------------------
     def _publish(self, body: kopf.Body, live: _Live) -> None:

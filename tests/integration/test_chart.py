@@ -200,7 +200,7 @@ def test_container_args_and_env_are_what_the_operator_understands(
         monkeypatch.setenv(env["name"], env["value"])
     settings = Settings()
     assert (settings.gateway.host, settings.gateway.port) == ("0.0.0.0", 8080)
-    assert settings.operator.namespace == NAMESPACE
+    assert settings.operator.bind_address == "0.0.0.0"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == settings.operator.metrics_port
     assert ports["gateway"] == settings.gateway.port

@@ -233,8 +233,12 @@ class RunRecord(ApiModel):
 
     run: str = Field(description="BenchmarkRun name.")
     phase: str = Field(description="The run's phase.")
-    diagnosis_pass_at_1: float | None = Field(default=None, description="Diagnosis pass@1.")
-    mitigation_pass_at_1: float | None = Field(default=None, description="Mitigation pass@1.")
+    diagnosis_pass_at_1: float | None = Field(
+        default=None, description="Diagnosis pass@1 (of the agent's persona)."
+    )
+    mitigation_pass_at_1: float | None = Field(
+        default=None, description="Mitigation pass@1 (of the agent's persona)."
+    )
 
 
 class AgentSubmissionPhase(StrEnum):
@@ -256,10 +260,10 @@ class AgentSubmissionStatus(ApiModel):
         default_factory=list, description="The most recent runs (newest first, at most 10)."
     )
     best_diagnosis_pass_at_1: float | None = Field(
-        default=None, description="Best diagnosis pass@1 over its runs."
+        default=None, description="Best diagnosis pass@1 over its runs (SRE or FinOps)."
     )
     best_mitigation_pass_at_1: float | None = Field(
-        default=None, description="Best mitigation pass@1 over its runs."
+        default=None, description="Best mitigation pass@1 over its runs (SRE or FinOps)."
     )
     observed_generation: int | None = Field(default=None, description="Last reconciled generation.")
     conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")

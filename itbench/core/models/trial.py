@@ -205,6 +205,13 @@ class TrialStatus(ApiModel):
     )
     agent_output: AgentOutput | None = Field(default=None, description="What the agent submitted.")
     scores: TrialScores | None = Field(default=None, description="Scores, once evaluated.")
+    clock: Literal["virtual", "wall"] | None = Field(
+        default=None,
+        description="Where the times of timeline, readyAt and the agent's reports come from: "
+        "virtual (the simulator's own clock, which starts at 2026-01-01T00:00:00Z and runs "
+        "faster than real time) or wall (real time, a live cluster). Conditions always use "
+        "wall time.",
+    )
     trajectory_ref: str | None = Field(
         default=None, description="Where the audit trail of the agent's calls is stored."
     )
