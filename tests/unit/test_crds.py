@@ -117,14 +117,45 @@ def test_exclusive_bounds_use_openapi_v3_booleans() -> None:
     ("kind", "scope", "short", "columns"),
     [
         ("Scenario", "Cluster", ["scn"], ["Domain", "Class", "Complexity", "Phase", "Age"]),
-        ("AgentSubmission", "Namespaced", ["agsub"], ["Type", "Level", "Ready", "Age"]),
+        (
+            "AgentSubmission",
+            "Namespaced",
+            ["agsub"],
+            ["Type", "Level", "Ready", "Best diagnosis", "Best mitigation", "Age"],
+        ),
         (
             "BenchmarkRun",
             "Namespaced",
             ["bench", "br"],
-            ["Agent", "Phase", "Progress", "Diagnosis pass@1", "Mitigation pass@1", "Age"],
+            [
+                "Agent",
+                "Phase",
+                "Progress",
+                "Diagnosis pass@1",
+                "Mitigation pass@1",
+                "Age",
+                "Domain",
+                "Errored",
+                "FL-NTAM",
+                "Cost proximity",
+            ],
         ),
-        ("Trial", "Namespaced", ["trl"], ["Scenario", "Attempt", "Phase", "Age"]),
+        (
+            "Trial",
+            "Namespaced",
+            ["trl"],
+            [
+                "Scenario",
+                "Attempt",
+                "Phase",
+                "Reason",
+                "Diagnosis",
+                "Mitigation",
+                "Age",
+                "FinOps diagnosis",
+                "FinOps mitigation",
+            ],
+        ),
     ],
 )
 def test_names_scope_columns_and_status_subresource(
