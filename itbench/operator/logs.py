@@ -26,7 +26,13 @@ ROUTINE = re.compile(
 )
 """Kopf's messages about handlers that did what they were asked: DEBUG, not INFO."""
 
-LEVELS = ("debug", "info", "warning", "error")
+WAITING = re.compile(
+    r"^Handler 'release(?:-trials)?' failed temporarily: "
+    r"(?:waiting for \d+ trials to release their environments|.*a tick is still running.*)$",
+    re.DOTALL,
+)
+"""A deletion waiting for its Trials (or a Trial's for its tick in flight): an ordinary step that
+Kopf reports as an error of a handler; INFO."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -54,7 +60,8 @@ class JsonFormatter(logging.Formatter):
 
 
 class RoutineToDebug(logging.Filter):
-    """Lowers Kopf's routine success lines to DEBUG and drops records below `level`.
+    """Lowers Kopf's routine lines (to DEBUG) and waiting deletions (to INFO), then drops records
+    below `level`.
 
     Kopf logs each timer run ("Timer 'advance' succeeded.") at INFO: ten thousand lines for a
     50-trial run. The handler keeps them when its level is DEBUG.
@@ -67,12 +74,12 @@ class RoutineToDebug(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Lower a routine record, then keep it only at or above the handler's level."""
-        if (
-            record.levelno == logging.INFO
-            and record.name.startswith("kopf")
-            and ROUTINE.match(record.getMessage())
-        ):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        if record.name.startswith("kopf"):
+            message = record.getMessage()
+            if record.levelno == logging.INFO and ROUTINE.match(message):
+                record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            elif record.levelno == logging.ERROR and WAITING.match(message):
+                record.levelno, record.levelname = logging.INFO, "INFO"
         return record.levelno >= self.level
 
 

@@ -78,6 +78,12 @@ def test_routine_kopf_lines_go_to_debug_and_records_carry_no_settings() -> None:
     routine = _kopf_record("Timer 'advance' succeeded.")
     assert not at_info.filter(routine) and routine.levelname == "DEBUG"
     assert RoutineToDebug(logging.DEBUG).filter(_kopf_record("Timer 'advance' succeeded."))
+    waiting = _kopf_record(
+        "Handler 'release-trials' failed temporarily: waiting for 3 trials to release their "
+        "environments",
+        logging.ERROR,
+    )
+    assert at_info.filter(waiting) and waiting.levelname == "INFO", "a deletion is no error"
     failure = _kopf_record("Timer 'advance' failed with an exception. Will retry.", logging.ERROR)
     assert at_info.filter(failure)
     line = json.loads(JsonFormatter().format(failure))
