@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from itbench.core.models.base import GROUP, VERSION
+from itbench.operator.bodies import bounded
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ class KubeApi:
             "metadata": {"generateName": f"{ref['name']}.", "namespace": namespace},
             "involvedObject": ref,
             "reason": reason,
-            "message": message[:1024],
+            "message": bounded(message),
             "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
