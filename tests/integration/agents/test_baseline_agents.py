@@ -154,7 +154,7 @@ def test_heuristic_sre_never_trips_a_guardrail(heuristic_sre: dict[str, Attempt]
 @pytest.mark.skipif(not FINOPS, reason="the catalog has no FinOps scenarios yet")
 @pytest.mark.parametrize("scenario", FINOPS, ids=_ids(FINOPS))
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,  # the no-fault control passes: doing nothing is right there
     reason="heuristic-finops still reads what changed, which the lived-in baseline makes "
     "meaningless; it must reason from telemetry",
 )
