@@ -648,7 +648,8 @@ def test_serve_publishes_one_ready_trial_and_scores_it(tmp_path: Path) -> None:
         run_agent=external_agent(on_ready, wall_seconds=60, poll=no_wait),
         config=EMBEDDED_CONFIG,
     )
-    assert [p[0] for p in published] == ["practice--cart-flagd-failure"]
+    assert [p[0] for p in published] == [trial.executor.ctx.session_id]
+    assert "cart" not in published[0][0], "the id the agent sees does not name the scenario"
     assert final.phase == TrialPhase.SUCCEEDED, final.message
     assert trial.registry.sessions() == [], "the token stops working after the trial"
 
