@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+from agents.plugin import Agent
 from agents.routines import begin, finish, firing, ref, wait_for_quiet
 from itbench.client import (
     ActionVerb,
@@ -192,3 +193,11 @@ def run(client: ITBenchClient) -> None:
         )
     )
     finish(client)
+
+
+AGENT = Agent(
+    run=run,
+    domains=("FinOps",),
+    description="Explains a cost alert; resets a wasteful autoscaler or a budget set too low.",
+)
+"""The registry's entry (`itbench.agents`)."""
