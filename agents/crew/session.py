@@ -96,26 +96,34 @@ def work_trial(
                 raise
 
 
-def main(domain: Domain, build: Callable[[Session], Any]) -> int:
+def main(domain: Domain, crew_module: str) -> int:
     """Entry point of a crew run as a command or image: the trial from ITBENCH_* variables.
+
+    The model settings are checked before CrewAI is imported, so a missing model fails in
+    moments, saying what to set.
+
+    Args:
+        domain: The domain the crew works.
+        crew_module: The module whose `build(session)` makes the crew.
 
     Returns:
         The exit status: 0 done, 2 not configured (the message says what to set).
     """
+    import importlib
     import sys
 
-    from agents.crew.config import ModelNotConfiguredError
+    from agents.crew.config import check
 
     url = os.environ.get("ITBENCH_GATEWAY_URL")
     token = os.environ.get("ITBENCH_TOKEN")
     if not url or not token:
         print("error: set ITBENCH_GATEWAY_URL and ITBENCH_TOKEN (the runner does)", file=sys.stderr)
         return 2
-    try:
-        settings_from({})
-    except ModelNotConfiguredError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    problems = check({})
+    if problems:
+        print(f"error: {'; '.join(problems)}", file=sys.stderr)
         return 2
+    build = importlib.import_module(crew_module).build
     with ITBenchClient(url, token) as client:
         trial = os.environ.get("ITBENCH_TRIAL") or os.environ.get("ITBENCH_TRIAL_ID")
         if trial:

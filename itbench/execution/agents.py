@@ -384,13 +384,10 @@ def from_command(
             f"agent command {command!r}: program {program!r} is not found (not on PATH and not "
             "an executable file)"
         )
-    files = [Path(a) for a in argv[1:] if not a.startswith("-") and Path(a).is_file()]
-    if "/" in program and Path(program).is_file():
-        files.insert(0, Path(program))
     derived = _command_name(argv)
     return AgentInfo(
         name=agent_name(name or derived),
-        version=version if version is not None else (_digest(files) if files else ""),
+        version=version if version is not None else _command_version(argv),
         runtime=AgentRuntimeKind.COMMAND,
         target=command,
         registered=False,
@@ -398,6 +395,27 @@ def from_command(
         domains=list(domains),
         wall_seconds=_wall(wall_seconds, COMMAND_WALL_SECONDS),
     )
+
+
+def _command_version(argv: Sequence[str]) -> str:
+    # `python -m pkg.mod`: the module's distribution (or a digest of its file); otherwise a
+    # digest of the scripts the command names (an interpreter binary is no part of the agent).
+    rest = list(argv[1:])
+    if "-m" in rest and rest.index("-m") + 1 < len(rest):
+        try:
+            return _module_version(rest[rest.index("-m") + 1])
+        except (ImportError, ValueError):
+            return ""
+    files = [Path(a) for a in rest if not a.startswith("-") and Path(a).is_file()]
+    program = Path(argv[0])
+    if "/" in argv[0] and program.is_file() and _is_script(program):
+        files.insert(0, program)
+    return _digest(files) if files else ""
+
+
+def _is_script(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(2) == b"#!"
 
 
 def split_command(command: str) -> list[str]:
