@@ -30,7 +30,7 @@ from itbench.execution.driver import AgentRunner, drive_trial
 from itbench.execution.evidence import MemoryEvidenceStore
 from itbench.execution.executor import TrialExecutor
 from itbench.execution.plan import TrialPlan
-from itbench.execution.runners import LoopbackGateway, agent_runner, callable_runner
+from itbench.execution.runners import agent_runner, callable_runner, loopback_url
 from itbench.gateway.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -44,18 +44,15 @@ POOL_RETRIES = 2
 
 @dataclass
 class _Worker:
-    """What one worker process reuses across trials: the gateway's registry and app, and the
-    app served on loopback once an agent command needs it."""
+    """What one worker process reuses across trials: the gateway's registry and app (served on
+    loopback once an agent command needs it)."""
 
     registry: SessionRegistry
     app: Any
-    loopback: LoopbackGateway | None = None
 
     def url(self) -> str:
         """The URL of this worker's gateway on loopback (served on first use)."""
-        if self.loopback is None:
-            self.loopback = LoopbackGateway(self.app)
-        return self.loopback.url
+        return loopback_url(self.app)
 
 
 GC_THRESHOLDS = (100_000, 50, 100)

@@ -63,6 +63,7 @@ class LoopbackGateway:
         """Start serving `app` and wait until it accepts connections."""
         import uvicorn
 
+        self.app = app
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))
@@ -90,6 +91,21 @@ class LoopbackGateway:
         self._server.should_exit = True
         self._thread.join(10)
         self._socket.close()
+
+
+_LOOPBACKS: dict[int, LoopbackGateway] = {}
+_LOOPBACK_LOCK = threading.Lock()
+
+
+def loopback_url(app: Any) -> str:
+    """The URL of `app` served on loopback (one server per app in this process, started on
+    first use and kept until the process ends)."""
+    with _LOOPBACK_LOCK:
+        served = _LOOPBACKS.get(id(app))
+        if served is None or served.app is not app:
+            served = LoopbackGateway(app)
+            _LOOPBACKS[id(app)] = served
+        return served.url
 
 
 class BoundedCapture:

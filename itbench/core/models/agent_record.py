@@ -21,6 +21,7 @@ class AgentRuntimeKind(StrEnum):
     CALLABLE = "callable"
     COMMAND = "command"
     IMAGE = "image"
+    EXTERNAL = "external"
 
 
 class AgentInfo(ApiModel):
@@ -35,12 +36,14 @@ class AgentInfo(ApiModel):
         max_length=200,
         description="The agent's version: its distribution's version, or a digest of its script.",
     )
-    runtime: AgentRuntimeKind = Field(description="callable, command or image.")
+    runtime: AgentRuntimeKind = Field(
+        description="callable, command, image, or external (it runs elsewhere and polls)."
+    )
     target: str = Field(
         min_length=1,
         max_length=4000,
         description="What runs: `module:attribute` for a callable, the command line for a "
-        "command, the image reference for an image.",
+        "command, the image reference for an image, the gateway it polls for an external one.",
     )
     registered: bool = Field(
         default=False, description="Found in the agent registry (entry points `itbench.agents`)."

@@ -185,3 +185,25 @@ def test_itbench_run_runs_a_callable_path_in_process_with_its_trajectory(user_mo
     record = json.loads(line)
     assert record["scores"]["diagnosis"]["passed"] is True
     assert record["agentInfo"]["target"] == "my_pkg.agent:AGENT"
+
+
+def test_itbench_agents_lists_the_registry_and_shows_what_would_stop_an_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from itbench.cli.agents import agents
+
+    monkeypatch.delenv("ITBENCH_AGENT__MODEL", raising=False)
+    listed = CliRunner().invoke(agents, ["list", "-o", "json"])
+    assert listed.exit_code == 0, listed.output
+    rows = {r["name"]: r for r in json.loads(listed.output)}
+    assert {a.value for a in BuiltinAgent} | {"crewai-sre", "crewai-finops"} <= set(rows)
+    assert rows["crewai-sre"]["domains"] == ["SRE"]
+    assert {"model", "tool_model", "base_url"} <= set(rows["crewai-sre"]["arguments"])
+    assert rows["oracle"]["arguments"] == [] and rows["oracle"]["domains"] == ["all"]
+    shown = CliRunner().invoke(agents, ["show", "crewai-finops", "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.output)
+    assert doc["agent"]["target"] == "agents.crewai_finops:AGENT"
+    assert any("no model configured" in p for p in doc["problems"])
+    missing = CliRunner().invoke(agents, ["show", "nobody"])
+    assert missing.exit_code == 2 and "no agent named 'nobody'" in missing.output

@@ -230,3 +230,40 @@ def test_itbench_run_refuses_a_missing_program_and_an_argument_no_agent_takes(
     assert unknown.exit_code == 2
     assert "no agent named 'no-such-agent' is registered" in unknown.output
     assert "heuristic-sre" in unknown.output
+
+
+@pytest.mark.slow
+def test_itbench_serve_works_its_trial_with_an_agent_command_and_stops(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("itbench")),
+            "serve",
+            "--scenario",
+            "cart-flagd-failure",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--agent-cmd",
+            command("sdk_agent.py"),
+            "--scenarios-dir",
+            str(ROOT / "scenarios"),
+        ],
+        env={**os.environ, "ITBENCH_OUTPUT_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "trial practice--cart-flagd-failure: Failed (TasksFailed)" in done.stdout, done.stdout
+    assert '"passed": true' in done.stdout, "the diagnosis is scored"
+    out = tmp_path / "serve-cart-flagd-failure" / "agent" / "stdout.log"
+    assert out.read_text().startswith("working on practice--cart-flagd-failure")
