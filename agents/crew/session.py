@@ -74,7 +74,7 @@ def work_trial(
         models = build_models(settings, record)
     else:
         for model in models:
-            model.trajectory = record
+            model.engine.trajectory = record
     if client.trial_id is None:
         client.next_trial()
     task = client.task()
@@ -83,8 +83,8 @@ def work_trial(
         if task.domain != domain:
             record.step("note", f"a {task.domain.value} trial; this crew works {domain.value}")
             return None
-        crew = build(Session(client, task, settings, models[0], models[1], record))
         decline_first_run_tracing()
+        crew = build(Session(client, task, settings, models[0], models[1], record))
         output = crew.kickoff()
         record.step("note", f"crew finished: {getattr(output, 'raw', output)}", actor="crew")
         return output

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agents.crew.models import ScriptedModel, load_script
+from agents.crew.models import CrewLLM, load_script, scripted_model
 from agents.crew.session import work_trial
 from itbench.catalog_files import load_catalog
 from itbench.cli.serve import PracticeTrial, practice_trial
@@ -52,18 +52,22 @@ def offline_crew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     }.items():
         monkeypatch.setenv(key, value)
     real_connect = socket.socket.connect
+    real_resolve = socket.getaddrinfo
+    local = ("127.0.0.1", "::1", "localhost")
 
     def loopback_only(self: socket.socket, address: Any) -> Any:
         host = address[0] if isinstance(address, tuple) else str(address)
-        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in (
-            "127.0.0.1",
-            "::1",
-            "localhost",
-        ):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in local:
             raise OSError(f"network access refused in offline tests: {address!r}")
         return real_connect(self, address)
 
+    def resolve_loopback_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in (*local, None):
+            raise OSError(f"name resolution refused in offline tests: {host!r}")
+        return real_resolve(host, *args, **kwargs)
+
     monkeypatch.setattr(socket.socket, "connect", loopback_only)
+    monkeypatch.setattr(socket, "getaddrinfo", resolve_loopback_only)
     yield home
 
 
@@ -72,8 +76,8 @@ class CrewRun:
     """What a scripted crew left behind on one trial."""
 
     status: TrialStatus
-    reasoning: ScriptedModel
-    tool: ScriptedModel
+    reasoning: CrewLLM
+    tool: CrewLLM
     steps: list[Any]
     audit: list[dict[str, Any]]
     trial: PracticeTrial
@@ -101,10 +105,8 @@ def run_crew(
     trial = practice_trial(
         catalog.get(scenario), seed=seed, agent_seconds=agent_seconds, allow_oracle=False
     )
-    thinking = ScriptedModel(model="scripted/reasoning", responses=reasoning)
-    writing = ScriptedModel(
-        model="scripted/tool", responses=tool, actor="tool-model", reasoning=False
-    )
+    thinking = scripted_model(reasoning, model="scripted/reasoning")
+    writing = scripted_model(tool, model="scripted/tool", actor="tool-model", reasoning=False)
     audit: list[dict[str, Any]] = []
 
     def agent(executor: Any) -> None:
