@@ -37,6 +37,21 @@ LOG_LIMIT_BYTES = 1 << 20
 STOP_GRACE_SECONDS = 3.0
 """After SIGTERM, how long a command has to exit before it is killed."""
 
+BASE_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+)
+"""What a command inherits when it must not see the rest of its parent's environment."""
+
 
 @dataclass(frozen=True)
 class AgentFiles:
@@ -200,14 +215,16 @@ def command_runner(
     *,
     log_limit: int = LOG_LIMIT_BYTES,
     extra_env: dict[str, str] | None = None,
+    inherit_env: bool = True,
 ) -> AgentRunner:
     """A runner starting the agent's command once per trial, against the gateway at a URL.
 
     The process gets `ITBENCH_GATEWAY_URL`, `ITBENCH_TRIAL` (also `ITBENCH_TRIAL_ID`, as image
     agents get it), `ITBENCH_TOKEN`, `ITBENCH_TRAJECTORY_FILE` and its arguments as
     `ITBENCH_AGENT__<NAME>`, on top of this process' environment (model credentials pass
-    through). It runs in its own process group; past its wall-clock limit the group is stopped.
-    A non-zero exit, a failure to start or a hang is recorded as the agent's error.
+    through) or, with `inherit_env` false, of `BASE_ENV` only. It runs in its own process
+    group; past its wall-clock limit the group is stopped. A non-zero exit, a failure to start
+    or a hang is recorded as the agent's error.
 
     Args:
         info: The agent (runtime command).
@@ -215,6 +232,7 @@ def command_runner(
         files: Where its output and trajectory go (None: output kept in memory only).
         log_limit: Bytes kept of each stream.
         extra_env: More variables (e.g. credentials from a Secret).
+        inherit_env: Pass this process' whole environment (False: only `BASE_ENV`).
     """
     argv = split_command(info.target)
 
@@ -222,8 +240,13 @@ def command_runner(
         session = executor.session()
         if session is None:
             raise RuntimeError(f"trial {executor.ctx.name!r} has no open session")
+        parent = (
+            dict(os.environ)
+            if inherit_env
+            else {k: v for k, v in os.environ.items() if k in BASE_ENV}
+        )
         env = {
-            **os.environ,
+            **parent,
             **command_env(info),
             **(extra_env or {}),
             "ITBENCH_GATEWAY_URL": gateway_url(),

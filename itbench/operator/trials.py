@@ -401,7 +401,9 @@ class TrialDriver:
 
     def _run_command_agent(self, live: _Live) -> None:
         """Run a command agent against the gateway on loopback (the agent's failures are its
-        own: a missing program, a crash or a hang fails the trial)."""
+        own: a missing program, a crash or a hang fails the trial). It sees its own variables
+        and credentials, not the operator's environment; it runs in the operator's pod, so the
+        command runtime is for trusted agents (untrusted ones run as images)."""
         from itbench.execution.agents import AgentProblemError, from_command
         from itbench.execution.runners import command_runner, loopback_url
 
@@ -421,7 +423,8 @@ class TrialDriver:
             live.executor.record_agent_error(str(exc))
             return
         app = self.runtime.gateway()
-        command_runner(info, lambda: loopback_url(app), extra_env=env)(live.executor)
+        runner = command_runner(info, lambda: loopback_url(app), extra_env=env, inherit_env=False)
+        runner(live.executor)
 
     def _abort(self, live: _Live, status: TrialStatus, reason: Reason, message: str) -> TrialStatus:
         executor = live.executor

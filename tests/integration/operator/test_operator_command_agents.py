@@ -1,6 +1,7 @@
 """An AgentSubmission with a command runtime: the operator runs the command once per simulator
-trial against its gateway on loopback, with the agent's variables and its credentials Secret;
-the trial is scored, and a command that cannot run fails only its own trials."""
+trial against its gateway on loopback, with the agent's variables and its credentials Secret but
+not the operator's environment; the trial is scored, and a command that cannot run fails only
+its own trials."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ def _final(lab: Lab, run: str) -> bool:
     return status.get("phase") in ("Succeeded", "Failed", "Errored")
 
 
-async def test_a_command_agent_works_simulator_trials_with_its_credentials(lab: Lab) -> None:
+async def test_a_command_agent_works_simulator_trials_with_its_credentials(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPERATOR_ONLY_SECRET", "not for agents")
     await lab.start()
     await ready_scenarios(lab, "cart-flagd-failure")
     lab.cluster.apply(
@@ -43,7 +47,10 @@ async def test_a_command_agent_works_simulator_trials_with_its_credentials(lab: 
     runtime = {
         "command": {
             "command": [sys.executable, str(FIXTURES / "sdk_agent.py")],
-            "env": [{"name": "ITBENCH_AGENT__REQUIRE_ENV", "value": "MODEL_API_KEY"}],
+            "env": [
+                {"name": "ITBENCH_AGENT__REQUIRE_ENV", "value": "MODEL_API_KEY"},
+                {"name": "ITBENCH_AGENT__FORBID_ENV", "value": "OPERATOR_ONLY_SECRET"},
+            ],
             "credentialsSecretRef": {"name": "llm"},
             "wallSeconds": 120,
         }
