@@ -35,6 +35,7 @@ from itbench.client import (
     AgentAction,
     AlertState,
     DiagnosisReport,
+    FaultCategory,
     ITBenchAPIError,
     ITBenchClient,
     MitigationReport,
@@ -45,6 +46,9 @@ from itbench.client import (
 
 METRIC_NAMES_QUERY = 'count by (__name__) ({__name__=~".+"})'
 """How NL2Metrics learns which metrics exist (once per trial)."""
+
+CATEGORIES = ", ".join(c.value for c in FaultCategory)
+"""What can be wrong at a root cause (the diagnosis report's closed list)."""
 
 
 @dataclass
@@ -699,6 +703,9 @@ class _Entity(BaseModel):
     kind: str = Field(description="Deployment, Service, Pod, ConfigMap, Flag, ...")
     name: str = Field(description="The object's name.")
     root_cause: bool = Field(default=False, description="Whether it is a root cause.")
+    category: str | None = Field(
+        default=None, description=f"For a root cause, what is wrong there: one of {CATEGORIES}."
+    )
     condition: str = Field(default="", description="What is wrong with it.")
 
 
@@ -726,11 +733,12 @@ class SubmitDiagnosis(_ToolBase):
 
     name: str = "submit_diagnosis"
     description: str = (
-        "Submit the diagnosis: the entities involved (mark the root cause), the propagation "
-        'chain and your reasoning. Input: {"entities": [{"kind": "Deployment", "name": "cart", '
-        '"root_cause": true, "condition": "..."}], "propagation_chain": [{"source": '
+        "Submit the diagnosis: the entities involved (mark the root cause with what is wrong "
+        "there, its category), the propagation chain and your reasoning. Input: "
+        '{"entities": [{"kind": "Deployment", "name": "cart", "root_cause": true, "category": '
+        '"FeatureFlag", "condition": "..."}], "propagation_chain": [{"source": '
         '"Deployment/cart", "target": "Deployment/checkout", "condition": "...", "effect": '
-        '"..."}], "reasoning": "..."}.'
+        f'"..."}}], "reasoning": "..."}}. Categories: {CATEGORIES}.'
     )
     args_schema: type[BaseModel] = _Diagnosis
 

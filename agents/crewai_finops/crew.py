@@ -63,8 +63,9 @@ def build(session: Session) -> Crew:
             "Find the origin: compare the cost and usage series with the budget, read the "
             "HorizontalPodAutoscalers (targets, min and max replicas) and the workloads' "
             "resource requests, and the budget configuration. Then call submit_diagnosis once "
-            "with the entity at the origin (root_cause true; e.g. HorizontalPodAutoscaler, "
-            "Deployment or ConfigMap), what it affects, and your evidence."
+            "with the entity at the origin (root_cause true and its category, e.g. a "
+            "HorizontalPodAutoscaler with Autoscaling, a Deployment with ResourceLimits or a "
+            "ConfigMap with AlertingThreshold), what it affects, and your evidence."
         ),
         expected_output="The origin of the cost (Kind/name and why), the diagnosis submitted.",
         agent=analyst,

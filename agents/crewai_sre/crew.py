@@ -68,9 +68,9 @@ def build(session: Session) -> Crew:
             "(every call costs some).\n"
             "Find the root cause: follow the failing calls to the service where the errors "
             "start, then find what is wrong with it. Then call submit_diagnosis once with the "
-            "entities involved (root_cause true for the root cause; kinds such as Deployment, "
-            "Service, Pod, ConfigMap, Flag, NetworkPolicy), the propagation chain from the root "
-            "cause to the alerting services (Kind/name), and your evidence."
+            "entities involved (root_cause true and its category for the root cause; kinds such "
+            "as Deployment, Service, Pod, ConfigMap, Flag, NetworkPolicy), the propagation chain "
+            "from the root cause to the alerting services (Kind/name), and your evidence."
         ),
         expected_output=(
             "The root cause (Kind/name and its condition), the propagation chain, and the "

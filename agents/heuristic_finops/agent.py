@@ -19,6 +19,7 @@ from itbench.client import (
     DiagnosisReport,
     Domain,
     EntityKind,
+    FaultCategory,
     ITBenchAPIError,
     ITBenchClient,
     MitigationReport,
@@ -144,7 +145,11 @@ def run(client: ITBenchClient) -> None:
             notes.append(f"HorizontalPodAutoscaler {_name(hpa)}: {why}")
             entities.append(
                 PredictedEntity(
-                    kind=EntityKind.HPA, name=_name(hpa), root_cause=True, condition=why
+                    kind=EntityKind.HPA,
+                    name=_name(hpa),
+                    root_cause=True,
+                    condition=why,
+                    category=FaultCategory.AUTOSCALING,
                 )
             )
             if workload:
@@ -169,7 +174,11 @@ def run(client: ITBenchClient) -> None:
             notes.append(why)
             entities.append(
                 PredictedEntity(
-                    kind=EntityKind.CONFIG_MAP, name=action.name, root_cause=True, condition=why
+                    kind=EntityKind.CONFIG_MAP,
+                    name=action.name,
+                    root_cause=True,
+                    condition=why,
+                    category=FaultCategory.ALERTING_THRESHOLD,
                 )
             )
             actions.append(action)

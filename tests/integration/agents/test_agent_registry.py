@@ -44,7 +44,9 @@ class _Agent:
     def run(self, client, *, model: str = "", trajectory: str | None = None) -> None:
         client.next_trial()
         client.started()
-        cart = PredictedEntity(kind="Deployment", name="cart", root_cause=True)
+        cart = PredictedEntity(
+            kind="Deployment", name="cart", root_cause=True, category="FeatureFlag"
+        )
         client.submit_diagnosis(DiagnosisReport(entities=[cart]))
         if trajectory:
             step = {"kind": "model-call", "model": model, "promptTokens": 7, "completionTokens": 3}

@@ -29,7 +29,13 @@ __all__ = ["offline_crew"]
 
 CART_DIAGNOSIS = {
     "entities": [
-        {"kind": "Deployment", "name": "cart", "root_cause": True, "condition": "cartFailure on"},
+        {
+            "kind": "Deployment",
+            "name": "cart",
+            "root_cause": True,
+            "category": "FeatureFlag",
+            "condition": "cartFailure on",
+        },
         {"kind": "Deployment", "name": "checkout", "condition": "PlaceOrder fails"},
     ],
     "propagation_chain": [
