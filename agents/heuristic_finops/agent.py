@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+from agents.plugin import Agent
 from agents.routines import begin, finish, firing, ref, wait_for_quiet
 from itbench.client import (
     ActionVerb,
@@ -18,6 +19,7 @@ from itbench.client import (
     DiagnosisReport,
     Domain,
     EntityKind,
+    FaultCategory,
     ITBenchAPIError,
     ITBenchClient,
     MitigationReport,
@@ -143,7 +145,11 @@ def run(client: ITBenchClient) -> None:
             notes.append(f"HorizontalPodAutoscaler {_name(hpa)}: {why}")
             entities.append(
                 PredictedEntity(
-                    kind=EntityKind.HPA, name=_name(hpa), root_cause=True, condition=why
+                    kind=EntityKind.HPA,
+                    name=_name(hpa),
+                    root_cause=True,
+                    condition=why,
+                    category=FaultCategory.AUTOSCALING,
                 )
             )
             if workload:
@@ -168,7 +174,11 @@ def run(client: ITBenchClient) -> None:
             notes.append(why)
             entities.append(
                 PredictedEntity(
-                    kind=EntityKind.CONFIG_MAP, name=action.name, root_cause=True, condition=why
+                    kind=EntityKind.CONFIG_MAP,
+                    name=action.name,
+                    root_cause=True,
+                    condition=why,
+                    category=FaultCategory.ALERTING_THRESHOLD,
                 )
             )
             actions.append(action)
@@ -192,3 +202,11 @@ def run(client: ITBenchClient) -> None:
         )
     )
     finish(client)
+
+
+AGENT = Agent(
+    run=run,
+    domains=("FinOps",),
+    description="Explains a cost alert; resets a wasteful autoscaler or a budget set too low.",
+)
+"""The registry's entry (`itbench.agents`)."""

@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.plugin import Agent
 from agents.routines import begin, finish, firing, ref, wait_for_quiet
 from itbench.client import (
     ActionVerb,
@@ -817,3 +818,11 @@ def run(client: ITBenchClient) -> None:
         )
     )
     finish(client)
+
+
+AGENT = Agent(
+    run=run,
+    domains=("SRE",),
+    description="Follows alerts along the topology to the failing service; applies its remedy.",
+)
+"""The registry's entry (`itbench.agents`)."""

@@ -214,8 +214,8 @@ KINDS: tuple[Kind, ...] = (
             Rule(
                 path="spec.runtime",
                 rule="(has(self.image) ? 1 : 0) + (has(self.external) ? 1 : 0) + "
-                "(has(self.builtin) ? 1 : 0) == 1",
-                message="set exactly one of image, external or builtin",
+                "(has(self.builtin) ? 1 : 0) + (has(self.command) ? 1 : 0) == 1",
+                message="set exactly one of image, external, builtin or command",
             ),
         ),
     ),

@@ -80,13 +80,13 @@ def reconcile_agent(runtime: OperatorRuntime, body: kopf.Body) -> None:
         )
     else:
         spec: AgentSubmissionSpec = agent.spec
-        image = spec.runtime.image
-        secret = image.credentials_secret_ref if image is not None else None
+        holder = spec.runtime.image or spec.runtime.command
+        secret = holder.credentials_secret_ref if holder is not None else None
         if secret is not None and not runtime.api.secret_exists(namespace, secret.name):
             reason = "CredentialsSecretMissing"
             message = (
-                f"Secret {namespace}/{secret.name} (spec.runtime.image.credentialsSecretRef) "
-                "does not exist; create it with the model credentials"
+                f"Secret {namespace}/{secret.name} (spec.runtime.{spec.runtime.kind()}."
+                "credentialsSecretRef) does not exist; create it with the model credentials"
             )
         else:
             ready = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shlex
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -379,8 +380,8 @@ class TrialDriver:
                 executor.execute([action])
 
     def _run_builtin_agent(self, live: _Live, status: TrialStatus) -> bool:
-        builtin = live.agent.spec.runtime.builtin
-        if builtin is None or live.agent_ran:
+        runtime = live.agent.spec.runtime
+        if (runtime.builtin is None and runtime.command is None) or live.agent_ran:
             return False
         if status.phase not in (TrialPhase.READY, TrialPhase.AGENT_RUNNING):
             return False
@@ -388,11 +389,42 @@ class TrialDriver:
         if session is None or session.state.value != "Ready" or live.executor.agent_error:
             return False
         live.agent_ran = True
+        if runtime.command is not None:
+            self._run_command_agent(live)
+            return True
         from itbench.execution.benchmark import builtin_runner
 
-        runner = builtin_runner(BuiltinAgent(builtin.name), self.runtime.gateway())
+        assert runtime.builtin is not None
+        runner = builtin_runner(BuiltinAgent(runtime.builtin.name), self.runtime.gateway())
         threaded_agent(runner, self.runtime.config.agent_wall_seconds)(live.executor)
         return True
+
+    def _run_command_agent(self, live: _Live) -> None:
+        """Run a command agent against the gateway on loopback (the agent's failures are its
+        own: a missing program, a crash or a hang fails the trial). It sees its own variables
+        and credentials, not the operator's environment; it runs in the operator's pod, so the
+        command runtime is for trusted agents (untrusted ones run as images)."""
+        from itbench.execution.agents import AgentProblemError, from_command
+        from itbench.execution.runners import command_runner, loopback_url
+
+        command = live.agent.spec.runtime.command
+        assert command is not None
+        meta = live.agent.metadata
+        env = {e.name: e.value for e in command.env}
+        if command.credentials_secret_ref is not None:
+            env.update(
+                self.api.secret_data(meta.namespace or "", command.credentials_secret_ref.name)
+            )
+        try:
+            info = from_command(
+                shlex.join(command.command), name=meta.name, wall_seconds=command.wall_seconds
+            )
+        except AgentProblemError as exc:
+            live.executor.record_agent_error(str(exc))
+            return
+        app = self.runtime.gateway()
+        runner = command_runner(info, lambda: loopback_url(app), extra_env=env, inherit_env=False)
+        runner(live.executor)
 
     def _abort(self, live: _Live, status: TrialStatus, reason: Reason, message: str) -> TrialStatus:
         executor = live.executor
@@ -459,7 +491,7 @@ class TrialDriver:
         """Hand an image or external agent its trial: the token Secret, and for images a Job."""
         runtime = live.agent.spec.runtime
         session = live.executor.session()
-        if live.published or runtime.builtin is not None or session is None:
+        if live.published or (runtime.image is None and runtime.external is None) or not session:
             return
         trial = _plain(body)
         namespace = trial["metadata"]["namespace"]
@@ -496,7 +528,7 @@ class TrialDriver:
                 self.runtime.environments.release(uid)
         self.runtime.evidence.forget(uid)
         self.runtime.sessions.close(session_id_for(str(uid)))
-        if agent is not None and agent.spec.runtime.builtin is None:
+        if agent is not None and agent.spec.runtime.kind() in ("image", "external"):
             name = workloads.workload_name(meta["name"])
             if agent.spec.runtime.image is not None:
                 self.api.remove("Job", meta["namespace"], name)

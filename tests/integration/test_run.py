@@ -406,7 +406,7 @@ def test_plans_give_each_attempt_its_own_seed_and_every_agent_the_same_seeds() -
     )
     by_agent: dict[str, list[int]] = {}
     for plan in plans:
-        by_agent.setdefault(plan.agent.value, []).append(plan.seed)
+        by_agent.setdefault(plan.agent.name, []).append(plan.seed)
     assert by_agent["heuristic-sre"] == by_agent["null"]
     assert len(set(by_agent["null"])) == 3
     assert len({p.uid for p in plans}) == len(plans) == 6

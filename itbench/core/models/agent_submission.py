@@ -162,6 +162,31 @@ class ImageRuntime(ApiModel):
     )
 
 
+class CommandRuntime(ApiModel):
+    """Run the agent as a command next to the operator, one process per trial (simulator trials):
+    it gets ITBENCH_GATEWAY_URL (the gateway on loopback), ITBENCH_TRIAL and ITBENCH_TOKEN."""
+
+    command: list[str] = Field(
+        min_length=1,
+        description="The program and its arguments, run without a shell, e.g. "
+        "[python, -m, agents.crewai_sre].",
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        description="Extra environment variables (agent arguments as ITBENCH_AGENT__<NAME>).",
+    )
+    credentials_secret_ref: SecretKeyReference | None = Field(
+        default=None,
+        description="Secret whose keys are passed as environment variables (model credentials).",
+    )
+    wall_seconds: int = Field(
+        default=1800,
+        ge=1,
+        le=86400,
+        description="Real seconds the command may take per trial before it is stopped.",
+    )
+
+
 class ExternalRuntime(ApiModel):
     """The agent runs elsewhere and polls the agent API for ready trials."""
 
@@ -187,28 +212,34 @@ class BuiltinRuntime(ApiModel):
 
 
 class AgentRuntime(ApiModel):
-    """How the agent runs: exactly one of image, external or builtin."""
+    """How the agent runs: exactly one of image, external, builtin or command."""
 
     image: ImageRuntime | None = Field(default=None, description="Container image agent.")
     external: ExternalRuntime | None = Field(default=None, description="External polling agent.")
     builtin: BuiltinRuntime | None = Field(default=None, description="Built-in baseline agent.")
+    command: CommandRuntime | None = Field(
+        default=None, description="Command agent, one process per simulator trial."
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> AgentRuntime:
-        chosen = [n for n in ("image", "external", "builtin") if getattr(self, n) is not None]
+        names = ("image", "external", "builtin", "command")
+        chosen = [n for n in names if getattr(self, n) is not None]
         if len(chosen) != 1:
             raise ValueError(
-                "runtime: set exactly one of image, external or builtin "
+                "runtime: set exactly one of image, external, builtin or command "
                 f"(got {', '.join(chosen) or 'none'})"
             )
         return self
 
-    def kind(self) -> Literal["image", "external", "builtin"]:
+    def kind(self) -> Literal["image", "external", "builtin", "command"]:
         """Which runtime is set."""
         if self.image is not None:
             return "image"
         if self.external is not None:
             return "external"
+        if self.command is not None:
+            return "command"
         return "builtin"
 
 
