@@ -92,11 +92,6 @@ def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
-def labels_of(obj: dict[str, Any]) -> dict[str, str]:
-    """An object's metadata.labels."""
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
 def items(client: ITBenchClient, kind: str, name: str | None = None) -> list[dict[str, Any]]:
     """`kubectl get` items of a kind, or none when the kind or object does not exist."""
     try:

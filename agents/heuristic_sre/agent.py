@@ -2,7 +2,7 @@
 
 It follows the firing alerts and the error and latency signals (span metrics, or error traces when
 metrics are off, logs when both are) through the call graph to where the incident starts,
-inspects the evidence there (`reasoning`), names each cause with its category and the
+inspects the evidence there (`reasoning`, `causes`), names each cause with its category and the
 propagation chain up to the users, and applies the narrowest remedy on exactly the object at
 fault: restore the pod template fields that changed since the previous revision, switch a flag
 flagd serves back off, fix a Service's selector or targetPort, let a NetworkPolicy admit the port
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import itertools
 
+from agents.heuristic_sre.causes import Finding, Investigation
+from agents.heuristic_sre.graph import Graph
 from agents.heuristic_sre.objects import Objects
-from agents.heuristic_sre.reasoning import Finding, Graph, Investigation, investigate, propagation
+from agents.heuristic_sre.reasoning import investigate
 from agents.heuristic_sre.signals import Signals, read_signals
 from agents.routines import begin, finish, firing, ref, remaining, wait_for_quiet
 from itbench.client import (
@@ -68,7 +70,7 @@ def report(findings: list[Finding], inv: Investigation) -> DiagnosisReport:
         )
     edges: dict[tuple[str, str], PredictedEdge] = {}
     for f in findings:
-        chain = propagation(f, inv, symptomatic)
+        chain = inv.graph.chain_up(f.service, symptomatic)
         first = ref("Deployment", chain[0])
         if f.ref != first:
             edges.setdefault(

@@ -9,11 +9,10 @@ questions about objects.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.routines import items, labels_of, name_of
+from agents.routines import items, name_of
 from itbench.client import ITBenchClient
 
 GENERATED_LABELS = ("pod-template-hash",)
@@ -21,6 +20,8 @@ GENERATED_LABELS = ("pod-template-hash",)
 REVISION = "deployment.kubernetes.io/revision"
 ADDRESS_SUFFIXES = ("_ADDR", "_HOST", "_URL", "_ENDPOINT", "_PORT")
 """Environment variables that hold a dependency's address."""
+TELEMETRY_ENV_PREFIX = "OTEL_"
+"""OpenTelemetry SDK variables: they label and route telemetry, not the service's behaviour."""
 
 
 def template_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -96,6 +97,11 @@ class TemplateChange:
     cpu_lowered: bool
     previous_revision: int
 
+    def behaviour_env(self) -> dict[str, tuple[str | None, str | None]]:
+        """The changed environment variables that change behaviour (OTEL_* variables only
+        describe the telemetry)."""
+        return {k: v for k, v in self.env.items() if not k.startswith(TELEMETRY_ENV_PREFIX)}
+
     def touches(self, *names: str) -> bool:
         """Whether any changed field ends with one of these field names."""
         return any(f.rsplit("/", 1)[-1] in names for f in self.fields)
@@ -138,6 +144,7 @@ class Objects:
     flags_doc: dict[str, Any] = field(default_factory=dict)
     flags_configmap: str = ""
     namespace: str = ""
+    _owners: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def read(cls, client: ITBenchClient, namespace: str) -> Objects:
@@ -170,10 +177,11 @@ class Objects:
     # ---- workloads and pods -------------------------------------------------------------
     def owner_of(self, pod: dict[str, Any]) -> str:
         """The Deployment that owns a pod (through its ReplicaSet)."""
-        owners = {name_of(rs): _controller(rs) for rs in self.replicasets}
+        if not self._owners:
+            self._owners = {name_of(rs): _controller(rs) for rs in self.replicasets}
         for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
             if ref.get("kind") == "ReplicaSet":
-                return owners.get(str(ref.get("name")), "") or ""
+                return self._owners.get(str(ref.get("name")), "")
         return ""
 
     def pods_of(self, workload: str) -> list[dict[str, Any]]:
@@ -409,65 +417,6 @@ def _flagd_document(text: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and isinstance(doc.get("flags"), dict) else None
 
 
-def off_variant(spec: dict[str, Any]) -> str | None:
-    """The variant of a flag that switches its behaviour off (false or zero)."""
-    variants = spec.get("variants") or {}
-    if "off" in variants:
-        return "off"
-    for name, value in variants.items():
-        if value is False or value == 0:
-            return str(name)
-    return None
-
-
-def served_variants(spec: dict[str, Any]) -> set[str]:
-    """The variants flagd serves for a flag: the default, unless a `fractional` targeting rule
-    splits the traffic (then every bucket with a share above zero). A disabled flag serves
-    nothing."""
-    if spec.get("state", "ENABLED") != "ENABLED":
-        return set()
-    default = str(spec.get("defaultVariant", ""))
-    targeting = spec.get("targeting")
-    if not isinstance(targeting, dict) or "fractional" not in targeting:
-        return {default}
-    shares = [
-        b
-        for b in targeting.get("fractional") or []
-        if isinstance(b, list) and len(b) == 2 and isinstance(b[1], int | float)
-    ]
-    served = {str(b[0]) for b in shares if float(b[1]) > 0}
-    return served or {default}
-
-
-def flag_is_on(spec: dict[str, Any]) -> bool:
-    """Whether flagd serves a variant other than the flag's off variant to anyone."""
-    off = off_variant(spec)
-    return off is not None and bool(served_variants(spec) - {off})
-
-
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-
-
-def _tokens(text: str) -> set[str]:
-    words = {w.lower() for w in _WORD.findall(text)}
-    return words | {w[:-1] for w in words if w.endswith("s") and len(w) > 3}
-
-
-def flag_concerns(key: str, spec: dict[str, Any], services: list[str]) -> set[str]:
-    """The services a flag is about, read from its key and description: every service whose
-    whole name appears in them, or whose first word starts the key when no other service
-    shares that word (`imageSlowLoad` is about `image-provider`)."""
-    words = _tokens(key) | _tokens(str(spec.get("description", "")))
-    out = {s for s in services if all(part in words for part in s.split("-"))}
-    lead = _WORD.findall(key)[:1]
-    for s in services:
-        first = s.split("-", 1)[0]
-        shared = sum(1 for o in services if o.split("-", 1)[0] == first)
-        if lead and lead[0].lower() == first and shared == 1:
-            out.add(s)
-    return out
-
-
 def address_broken(value: str, services: dict[str, dict[str, Any]]) -> str | None:
     """Why a dependency address does not reach a Service of the namespace (None: it does)."""
     text = value.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
@@ -604,9 +553,3 @@ def _port_matches(entry: dict[str, Any], port: int) -> bool:
         return True  # a named port: assume it names the port served
     low = int(value)
     return low <= port <= int(entry.get("endPort", low))
-
-
-def labels_match(obj: dict[str, Any], selector: dict[str, str]) -> bool:
-    """Whether an object's labels carry every pair of a plain selector."""
-    labels = labels_of(obj)
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())

@@ -6,14 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from agents.heuristic_finops.agent import judge_hpa
-from agents.heuristic_sre.objects import (
-    Objects,
-    address_broken,
-    flag_concerns,
-    flag_is_on,
-    restore_patch,
-    served_variants,
-)
+from agents.heuristic_sre.flags import flag_concerns, flag_is_on, served_variants
+from agents.heuristic_sre.objects import Objects, address_broken, restore_patch
 from agents.heuristic_sre.signals import parse_failure
 
 SERVICES = [
