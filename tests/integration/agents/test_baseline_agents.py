@@ -189,11 +189,6 @@ def test_heuristic_sre_never_trips_a_guardrail(heuristic_sre: dict[str, Attempt]
 
 @pytest.mark.skipif(not FINOPS, reason="the catalog has no FinOps scenarios yet")
 @pytest.mark.parametrize("scenario", FINOPS, ids=_ids(FINOPS))
-@pytest.mark.xfail(
-    strict=True,
-    reason="heuristic-finops still reads what changed, which the lived-in baseline makes "
-    "meaningless; it must reason from telemetry",
-)
 def test_heuristic_finops_fixes_the_cost_problem(harness: Harness, scenario: Scenario) -> None:
     attempt = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["heuristic-finops"])
     assert _localized(attempt)
