@@ -81,7 +81,9 @@ def test_a_command_agent_is_benchmarked_over_several_scenarios_with_scored_recor
     assert cart.scores.diagnosis.passed, "the alert names cart, the root cause"
     store = RunStore(root)
     files = store.agent_files("sdk-agent--cart-flagd-failure--0")
-    assert "working on sdk-agent--cart-flagd-failure--0" in files.stdout.read_text()
+    stdout = files.stdout.read_text()
+    assert stdout.startswith("working on trial-"), "the agent knows its trial by an opaque id"
+    assert "cart" not in stdout
     assert files.stderr.read_text() == "a line on stderr\n"
     audit = store.load_trajectory("sdk-agent--cart-flagd-failure--0")
     assert "act.rollout-restart" in {e["action"] for e in audit}
@@ -266,4 +268,5 @@ def test_itbench_serve_works_its_trial_with_an_agent_command_and_stops(tmp_path:
     assert "trial practice--cart-flagd-failure: Failed (TasksFailed)" in done.stdout, done.stdout
     assert '"passed": true' in done.stdout, "the diagnosis is scored"
     out = tmp_path / "serve-cart-flagd-failure" / "agent" / "stdout.log"
-    assert out.read_text().startswith("working on practice--cart-flagd-failure")
+    assert out.read_text().startswith("working on trial-")
+    assert "cart" not in out.read_text(), "the id the agent sees does not name the scenario"
