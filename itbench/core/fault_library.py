@@ -212,7 +212,12 @@ class CordonArgs(WorkloadArgs):
     """A workload pinned to a node that is then cordoned, and scaled up."""
 
     node: str = Field(default=WORKER_NODE, min_length=1, description="The node to cordon.")
-    replicas: int = Field(default=2, ge=1, le=20, description="Replicas after the scale-up.")
+    replicas: int = Field(
+        default=2,
+        ge=1,
+        le=20,
+        description="Replicas after the scale-up (1: no scale-up; the chart runs one replica).",
+    )
 
 
 class PreemptionArgs(WorkloadArgs):
@@ -690,6 +695,8 @@ def _cordon(args: CordonArgs, namespace: str) -> list[ObjectChange]:
         args.workload, namespace, {}, {"nodeSelector": {"kubernetes.io/hostname": args.node}}
     )
     node = _patch("Node", args.node, None, {"spec": {"unschedulable": True}})
+    if args.replicas == 1:
+        return [*pin, node]
     scale = _patch(
         "Deployment", args.workload, namespace, {"spec": {"replicas": args.replicas}}, "apps/v1"
     )
