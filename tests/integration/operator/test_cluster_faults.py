@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from itbench.environments.kube.faults import (
 )
 from itbench.environments.port import EnvironmentFailure
 from itbench.environments.sim.objects import baseline_objects, merge_patch
-from itbench.stack import snapshot
+from itbench.stack import pins, snapshot
 
 NS = "otel-demo"
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,9 +56,12 @@ MISSING = ObjectChange(
     body={"spec": {"replicas": 0}},
 )
 """A patch of a Deployment that does not exist."""
-ANSIBLE_WHEEL = "ansible==12.3.0"
+ANSIBLE_WHEEL = str(pins()["ansible"]["wheel"])
 ANSIBLE_WHEEL_SHA256 = "cd156f82fa87f7a899212b0efa9f7ca3a24d609212de9f78428a572eb01e5414"
-COLLECTIONS = Path.home() / ".cache" / "itbench" / "tools" / "ansible-12.3.0-collections"
+"""The digest of the pinned wheel (PyPI's); a new pin needs its digest here."""
+COLLECTIONS = (
+    Path.home() / ".cache" / "itbench" / "tools" / f"{ANSIBLE_WHEEL.replace('==', '-')}-collections"
+)
 K8S_MODULE = COLLECTIONS / "ansible_collections" / "kubernetes" / "core" / "plugins" / "modules"
 
 
@@ -514,3 +518,21 @@ def test_the_live_patches_make_exactly_the_twins_changes(
             faults.inject([change])
             after = stored(api, group, plural, change.name)
             assert spec_of(after) == spec_of(expected), fault_id
+
+
+def test_the_stack_playbook_passes_ansibles_syntax_check(collections_path: str) -> None:
+    playbook = PLAYBOOK_DIR / "stack" / "install.yaml"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "--syntax-check", str(playbook)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    warnings = [
+        line
+        for line in done.stderr.splitlines()
+        if line.startswith("[WARNING]") and "inventory" not in line and "hosts list" not in line
+    ]
+    assert warnings == []

@@ -846,7 +846,10 @@ REVIEW_POINTS: dict[int, tuple[str, ...]] = {
         "tests.unit.sim.test_sim_realism::test_checkout_drops_empty_cart_errors",
     ),
     12: ("tests.unit.test_alert_rules::test_promtool_tests_every_rule_on_realistic_series",),
-    13: ("test_the_live_stack_is_wired_as_the_twin_assumes",),
+    13: (
+        "test_the_live_stack_is_wired_as_the_twin_assumes",
+        "test_the_stack_playbook_installs_every_pinned_chart_from_the_pins",
+    ),
     14: ("test_no_alert_fires_on_the_healthy_shop_and_quiet_services_are_left_out",),
     15: (
         "test_service_ports_are_named_as_the_chart_names_them",
@@ -867,3 +870,13 @@ def test_every_review_point_has_a_test_that_exists() -> None:
             where = importlib.import_module(module) if module else globals()
             target = getattr(where, name, None) if module else where.get(name)
             assert callable(target), (point, ref)
+
+
+def test_the_stack_playbook_installs_every_pinned_chart_from_the_pins() -> None:
+    path = PLAYBOOKS / "stack" / "install.yaml"
+    play = yaml.safe_load(path.read_text(encoding="utf-8"))[0]
+    assert play["vars_files"] == ["../../../../stack/pins.yaml"]
+    assert set(play["vars"]["install_order"]) == set(pins()["charts"]) - {"opentelemetry-collector"}
+    assert play["vars"]["install_order"][-1] == "opentelemetry-demo"
+    helm = next(t for t in play["tasks"] if "kubernetes.core.helm" in t)["kubernetes.core.helm"]
+    assert helm["chart_version"] == "{{ charts[item].version }}"
