@@ -169,6 +169,12 @@ SERVICES: tuple[ServiceSpec, ...] = (
     _svc("postgresql", "PostgreSQL", 5432, "postgres", 40, 3, instrumented=False),
     _svc("valkey-cart", "Valkey", 6379, "redis", 7, 2, instrumented=False),
     _svc("flagd", "Go", 8013, "flagd", 30, 3, extra_ports=(("ofrep", 8016),), instrumented=False),
+)
+"""The main program of every Deployment of the shop (container, Deployment and Service share its
+name); kafka, postgresql, valkey, flagd and llm export no application spans (llm has no
+OpenTelemetry SDK at the pinned release)."""
+
+SIDE_PROGRAMS: tuple[ServiceSpec, ...] = (
     _svc("flagd-ui", "Elixir", 4000, "http", 120, 2, instrumented=False, workload="flagd"),
     _svc(
         "opentelemetry-collector",
@@ -190,10 +196,14 @@ SERVICES: tuple[ServiceSpec, ...] = (
         workload="otel-collector",
     ),
 )
-"""Every program of the chart; kafka, postgresql, valkey, flagd, llm and the collector export
-no application spans (llm has no OpenTelemetry SDK at the pinned release)."""
+"""The other programs of the chart: flagd's UI sidecar and the OpenTelemetry Collector (its own
+Deployment, otel-collector)."""
 
-SERVICE_BY_NAME: dict[str, ServiceSpec] = {s.name: s for s in SERVICES}
+NODES: tuple[str, ...] = ("kind-control-plane", "kind-worker")
+"""The cluster's nodes: kind's control plane (tainted) and the worker the shop runs on."""
+
+SERVICE_BY_NAME: dict[str, ServiceSpec] = {s.name: s for s in (*SERVICES, *SIDE_PROGRAMS)}
+"""Every program of the chart by container name."""
 COLLECTOR = "otel-collector"
 """The Deployment of the OpenTelemetry Collector: span metrics and Kafka lag pass through it."""
 
@@ -688,6 +698,19 @@ PRICE_PER_GIB_HOUR = 0.004237
 """USD per requested GiB-hour of memory."""
 DEFAULT_COST_BUDGET_PER_HOUR = 0.085
 """The hourly budget (USD) of the namespace's requested resources that the cost rule checks."""
+COST_CONFIGMAP = "cost-alert-config"
+COST_BUDGET_KEY = "budgetPerHour"
+"""Name and key of a budget ConfigMap. The pinned stack has none (the budget is a constant of the
+cost rule, above); scoring still treats a ConfigMap of this name as alert configuration."""
+
+HPA_WORKLOADS: tuple[tuple[str, int, int, int], ...] = (
+    ("frontend", 1, 3, 80),
+    ("product-catalog", 1, 3, 80),
+    ("recommendation", 1, 3, 80),
+    ("cart", 1, 3, 80),
+)
+"""The stack's HorizontalPodAutoscalers (itbench/stack/manifests/autoscaling.yaml): (workload,
+minReplicas, maxReplicas, CPU target %)."""
 
 
 def request_cost_per_hour(cpu_cores: float, memory_bytes: float) -> float:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from itbench import stack
 from itbench.core.alert_rules import prometheus_rule
+from itbench.core.shop import NODES
 
 Obj = dict[str, Any]
 
@@ -27,10 +28,9 @@ def clone(value: T) -> T:
 
 
 COMPONENT_LABEL = "opentelemetry.io/name"
-NODE_NAME = "kind-worker"
-"""The worker node every shop pod runs on."""
-CONTROL_PLANE_NODE = "kind-control-plane"
-"""The control-plane node (tainted NoSchedule; no shop pod tolerates it)."""
+CONTROL_PLANE_NODE, NODE_NAME = NODES
+"""kind's control-plane node (tainted NoSchedule; no shop pod tolerates it) and the worker every
+shop pod runs on."""
 NODE_ARCHITECTURE = "amd64"
 """Architecture of the cluster's nodes."""
 NODE_CPU_CORES = 8

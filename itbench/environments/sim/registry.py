@@ -40,8 +40,18 @@ THIRD_PARTY_IMAGES: frozenset[str] = frozenset(
 """Multi-arch images outside the chart that exist (older pins of the chart's own images, the
 utility images the faults' init containers and workloads run)."""
 _DEMO_TAG = re.compile(r"^(\d+\.\d+\.\d+)-([a-z][a-z-]*)$")
-_DEMO_RELEASES = frozenset({"1.12.0", "2.0.0", "2.0.1", "2.0.2", "2.1.0", "2.1.3", demo_version()})
-"""Demo releases whose `<release>-<component>` images are published (earlier ones and the pin)."""
+DEMO_RELEASES: tuple[str, ...] = (
+    "1.12.0",
+    "2.0.0",
+    "2.0.1",
+    "2.0.2",
+    "2.1.0",
+    "2.1.3",
+    demo_version(),
+)
+"""Demo releases whose `<release>-<component>` images are published (earlier ones and the pin),
+oldest first."""
+_DEMO_RELEASES = frozenset(DEMO_RELEASES)
 
 
 @lru_cache(maxsize=1)

@@ -653,7 +653,8 @@ def test_an_invalid_jvm_rule_is_never_injected_in_the_twin() -> None:
     env.advance(60)
     inject(env, "chaos.jvm-return", workload="ad", class_name="oteldemo.AdService", method="getAds")
     env.advance(60)
-    chaos = env.get_objects("JVMChaos")[0]
+    # The platform's view: agents are not served Chaos Mesh kinds.
+    (chaos,) = env._cluster.of_kind("JVMChaos")
     conditions = {c["type"]: c["status"] for c in chaos["status"]["conditions"]}
     assert conditions["AllInjected"] == "False"
     assert wait_for_alert(env, "RequestErrorRate", {"service_name": "ad"}, 240) is None
