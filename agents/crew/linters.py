@@ -499,14 +499,14 @@ def _guard(call: KubectlCall, namespace: str) -> None:
 
 # ---- PromQL and LogQL ---------------------------------------------------------------------
 
-_NS_MATCHER = re.compile(r"\bnamespace\s*(=~|!=|!~|=)\s*\"([^\"]*)\"")
+_NS_MATCHER = re.compile(r"\b(namespace|k8s_namespace_name)\s*(=~|!=|!~|=)\s*\"([^\"]*)\"")
 
 
 def _scope(query: str, namespace: str) -> None:
-    for op, value in _NS_MATCHER.findall(query):
+    for label, op, value in _NS_MATCHER.findall(query):
         if op == "=" and value != namespace:
             raise LintError(
-                f'namespace="{value}" is outside this trial; use namespace="{namespace}" or none'
+                f'{label}="{value}" is outside this trial; use {label}="{namespace}" or none'
             )
 
 
@@ -671,19 +671,23 @@ def lint_logql(query: str, namespace: str) -> str:
     """
     text = query.strip()
     if not text:
-        raise LintError('the query is empty; start with a stream selector, e.g. {namespace="x"}')
+        raise LintError(
+            'the query is empty; start with a stream selector, e.g. {k8s_namespace_name="x"}'
+        )
     _balanced(text)
     start = text.find("{")
     if start < 0:
         raise LintError(
-            f'a LogQL query needs a stream selector, e.g. {{namespace="{namespace}"}} |= "error"'
+            f'a LogQL query needs a stream selector, e.g. {{k8s_namespace_name="{namespace}"}} '
+            '|= "error"'
         )
     end = text.find("}", start)
     selector = text[start + 1 : end]
     matchers = [m for m in _split_top(selector, ",") if m.strip()]
     if not matchers:
         raise LintError(
-            f'the stream selector needs at least one matcher, e.g. {{namespace="{namespace}"}}'
+            f"the stream selector needs at least one matcher, e.g. "
+            f'{{k8s_namespace_name="{namespace}"}}'
         )
     for matcher in matchers:
         if not _MATCHER.match(matcher):

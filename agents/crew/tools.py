@@ -450,9 +450,10 @@ def _series(data: dict[str, Any]) -> str:
 
 LOGQL_SYSTEM = """You translate a request into exactly one LogQL query (Loki).
 Reply with the query only, on one line, without code fences or explanations.
-Stream labels: namespace="{ns}", service_name, pod, container. Line filters: |= "text",
-!= "text", |~ "regex"; parsers: | json, | logfmt.
-Example: {{namespace="{ns}", service_name="checkout"}} |= "error" """
+Stream labels (the collector's resource attributes): k8s_namespace_name="{ns}", service_name,
+k8s_deployment_name, k8s_pod_name. Line filters: |= "text", != "text", |~ "regex"; parsers:
+| json, | logfmt.
+Example: {{k8s_namespace_name="{ns}", service_name="checkout"}} |= "error" """
 
 
 class NL2Logs(_ToolBase):

@@ -207,11 +207,15 @@ class Objects:
                 waiting = (s.get("state") or {}).get("waiting") or {}
                 if waiting.get("reason"):
                     reasons.add(str(waiting["reason"]))
-                for state in ("terminated",):
-                    for holder in (s.get("state") or {}, s.get("lastState") or {}):
-                        reason = (holder.get(state) or {}).get("reason")
-                        if reason:
-                            reasons.add(str(reason))
+                holders = [s.get("state") or {}]
+                if not s.get("ready") or int(s.get("restartCount") or 0) >= 2:
+                    # One restart of a container that now serves is how many services start
+                    # (waiting for a database or a broker): not a symptom.
+                    holders.append(s.get("lastState") or {})
+                for holder in holders:
+                    reason = (holder.get("terminated") or {}).get("reason")
+                    if reason:
+                        reasons.add(str(reason))
         events = tuple(
             f"{e.get('reason', '')}: {e.get('message', '')}"
             for e in self.events

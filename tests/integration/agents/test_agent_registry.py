@@ -166,7 +166,7 @@ def test_itbench_run_runs_a_callable_path_in_process_with_its_trajectory(user_mo
         "--scenario",
         "cart-flagd-failure",
         "--scenario",
-        "finops-cost-alert-threshold-low",
+        "finops-frontend-hpa-misconfiguration",
         "--trials",
         "1",
         "--workers",

@@ -184,7 +184,7 @@ def test_the_token_budget_holds_on_a_huge_log_output(offline_crew: Path, tmp_pat
         final("cart"),
         final("nothing to do"),
     ]
-    tool = ['{namespace="otel-demo"}']
+    tool = ['{k8s_namespace_name="otel-demo"}']
     run = sre(tmp_path, reasoning, tool, args={"token_budget": "300"})
     [result] = [s for s in run.steps if s.kind.value == "tool-result" and s.tool == "nl2logs"]
     assert len(result.text) <= 300 * 4
