@@ -32,7 +32,15 @@ SERVICE_LABELS = ("service_name", "deployment", "service", "workload", "consumer
 """Alert labels that name the workload an alert is about."""
 FLAGD_CONFIGMAP = "flagd-config"
 FLAGD_KEY = "demo.flagd.json"
-INJECTOR_KINDS = ("NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos")
+INJECTOR_KINDS = (
+    "NetworkChaos",
+    "PodChaos",
+    "StressChaos",
+    "HTTPChaos",
+    "JVMChaos",
+    "IOChaos",
+    "Schedule",
+)
 
 Strategy = Callable[[ITBenchClient], None]
 
