@@ -164,3 +164,35 @@ def test_every_reference_strategy_stays_within_its_ceilings_over_the_whole_catal
     )
     assert result.exit_code == 0, result.output
     assert_holds(result_of(out), catalog().names, split)
+    assert SECRET not in (out / "validity.json").read_text() + (out / "trials.jsonl").read_text()
+
+
+def test_json_prints_the_result_it_writes_and_the_test_split_secret_is_never_written(
+    tmp_path: Path,
+) -> None:
+    cat = catalog()
+    template = next(s.name for s in cat if len(cat.variants(s.name).instances) > 1)
+    out = tmp_path / "json"
+    result = validity(
+        "--json",
+        "--split",
+        "test",
+        "--strategy",
+        "claim-only",
+        "--scenario",
+        template,
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        env={"ITBENCH_SEED_SECRET": SECRET},
+    )
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed == result_of(out)
+    assert printed["split"] == "test" and printed["report"]["splits"] == ["test"]
+    assert [a["name"] for a in printed["agents"]] == ["null", "claim-only", "oracle"]
+    records = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and all(r["parameters"] for r in records)
+    assert len({json.dumps(r["parameters"], sort_keys=True) for r in records}) == 1
+    assert SECRET not in (out / "validity.json").read_text() + (out / "trials.jsonl").read_text()
