@@ -3,7 +3,8 @@ their ceilings (`itbench.core.scoring.validity`).
 
 The strategies are ordinary agents found by path in `agents.validity.strategies` (never imported
 here by name); they run without the oracle, and the oracle runs in a plan of its own that allows
-it. Every trial runs in the benchmark's process pool and nothing is persisted but the result.
+it. Every trial runs in the benchmark's process pool; only the result and the trial records are
+written.
 """
 
 from __future__ import annotations
@@ -33,9 +34,6 @@ from itbench.reports import save_trial_records
 STRATEGIES_MODULE = "agents.validity.strategies"
 """Where the reference strategies live: `STRATEGIES` (name to function), `CEILINGS` and
 `DEFAULT_CEILING`."""
-
-ANCHORS = (ORACLE, NULL)
-"""The strategies every validity run includes: the oracle must pass everything, null nothing."""
 
 _CALLABLE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
