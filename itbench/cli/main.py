@@ -15,6 +15,7 @@ from itbench.cli.report import report_group
 from itbench.cli.run import run_command
 from itbench.cli.scenarios import scenarios
 from itbench.cli.serve import serve_command
+from itbench.cli.validity import validity_command
 from itbench.cli.version import version
 from itbench.settings import Settings, load_settings
 
@@ -25,6 +26,7 @@ COMMANDS: list[click.Command] = [
     crds,
     report_group,
     run_command,
+    validity_command,
     agents,
     operator,
     serve_command,
