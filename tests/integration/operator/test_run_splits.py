@@ -80,8 +80,10 @@ async def test_a_test_split_run_draws_each_instance_from_the_secret_and_never_wr
         )
     )
     await until(
-        lambda: status_of(lab, "benchmarkruns", "hidden").get("phase")
-        in ("Succeeded", "Failed", "Errored"),
+        lambda: (
+            status_of(lab, "benchmarkruns", "hidden").get("phase")
+            in ("Succeeded", "Failed", "Errored")
+        ),
         within=120,
         what="the test-split run finished",
     )
