@@ -469,6 +469,8 @@ def _extrapolate_change(
     duration_to_start = first_t - range_start
     duration_to_end = range_end - last_t
     sampled = last_t - first_t
+    if sampled <= 0:
+        return 0.0  # samples at one instant carry no rate (a store keeps one per instant)
     average_gap = sampled / (count - 1)
     if is_counter and result > 0 and first_v >= 0:
         duration_to_zero = sampled * (first_v / result)

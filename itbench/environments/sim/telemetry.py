@@ -224,11 +224,17 @@ class Scraper:
     # ---- series -----------------------------------------------------------------------------
     def _set(self, key: tuple[tuple[str, str], ...], t: float, value: float) -> None:
         s = self.store.handle(_sorted(key))
+        if s.timestamps and s.timestamps[-1] == t:
+            s.values[-1] = value  # one sample per series and scrape, as Prometheus keeps it
+            return
         s.timestamps.append(t)
         s.values.append(value)
 
     def _add(self, key: tuple[tuple[str, str], ...], t: float, inc: float) -> None:
         s = self.store.handle(_sorted(key))
+        if s.timestamps and s.timestamps[-1] == t:
+            s.values[-1] += inc  # two writers of one series in a scrape: one sample, both counts
+            return
         last = s.values[-1] if s.values else 0.0
         s.timestamps.append(t)
         s.values.append(last + inc)
@@ -391,6 +397,9 @@ class Scraper:
         for labels, increments in server.items():
             for series, inc in zip(self._span_handles_for(labels), increments, strict=True):
                 values = series.values
+                if series.timestamps and series.timestamps[-1] == t:
+                    values[-1] += inc
+                    continue
                 series.timestamps.append(t)
                 values.append((values[-1] if values else 0.0) + inc)
         for key in self._client_keys.get(instance, ()):

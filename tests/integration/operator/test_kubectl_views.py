@@ -38,7 +38,7 @@ from itbench.operator.runtime import OperatorRuntime
 from itbench.operator.scenarios import reconcile_scenario
 
 SCENARIO = "cart-flagd-failure"
-FINOPS = "finops-cost-alert-threshold-low"
+FINOPS = "finops-frontend-hpa-misconfiguration"
 
 
 def _scored(passed: bool, ntam: float) -> dict[str, Any]:

@@ -105,6 +105,7 @@ async def test_deleting_a_run_mid_trial_recovers_the_fault_and_removes_the_objec
         lambda: lab.cluster.get("benchmarkruns", "doomed") is None and not trials_of(lab, "doomed"),
         what="the run and its trials gone",
     )
+    env.advance(120)  # flagd serves the restored file once its rollout is done
     assert env.snapshot().flags == baseline.flags
     assert lab.environments.get(uid) is None
     assert lab.sessions.sessions() == []
@@ -187,6 +188,7 @@ async def test_cancel_stops_new_trials_and_recovers_the_running_one(lab: Lab) ->
     others = [t for n, t in by_name.items() if n != trial["metadata"]["name"]]
     assert [t["status"]["phase"] for t in others] == ["Queued", "Queued"]
     assert lab.environments.created == 1
+    env.advance(120)  # flagd serves the restored file once its rollout is done
     assert baseline is not None and env.snapshot().flags == baseline.flags
     assert [e["reason"] for e in lab.cluster.events("cancelled")][-1] == "Cancelled"
     assert NS == "default"

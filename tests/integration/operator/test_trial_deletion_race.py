@@ -96,8 +96,10 @@ def test_a_deletion_during_an_injecting_tick_waits_and_then_removes_the_fault(
     go.set()
     ticking.join(10)
     twin = envs[uid].inner
+    twin.advance(120)  # flagd serves a changed file once its rollout is done
     assert twin.snapshot().flags["cartFailure"] == "on", "the tick in flight did inject"
     driver.finalize(body)
+    twin.advance(120)
     assert twin.snapshot().flags["cartFailure"] == "off", "the retried finalizer removed it"
     assert runtime.environments.get(uid) is None
     driver.advance(cluster.api.get(TRIALS, NS, "r-t-0"))
