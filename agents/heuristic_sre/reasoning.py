@@ -32,6 +32,14 @@ def investigate(inv: Investigation) -> list[Finding]:
     symptomatic = (sig.symptomatic() | unhealthy) & workloads
     inv.notes.append(f"services with symptoms: {sorted(symptomatic)}")
     inv.inspect_flags(symptomatic)
+    inv.inspect_crowding(unhealthy)
+    inv.inspect_missing_services(sig.failures)
+    for w in sorted(symptomatic):
+        if objects.replicas(w) == 0:
+            inv.inspect_target(w, w, [])
+        auth = [f for f in sig.failures if f.reporter == w and f.kind == "auth"]
+        if auth:
+            inv.inspect_credentials(w, auth)
     origins = find_origins(sig, inv.graph, workloads)
     inv.notes.append(
         f"origins: failing on their own {sorted(origins.own)}; failing calls "
@@ -43,7 +51,9 @@ def investigate(inv: Investigation) -> list[Finding]:
     for (a, b), failures in sorted(origins.edges.items()):
         inv.inspect_target(a, b, failures)
         inv.inspect_workload(b)
-        if any(f.kind == "unresolvable" or (f.host and not f.target) for f in failures):
+        if any(
+            f.kind in ("unresolvable", "refused") or (f.host and not f.target) for f in failures
+        ):
             inv.inspect_caller_config(a, failures)
     for s in sorted(origins.own):
         inv.inspect_workload(s)

@@ -49,8 +49,11 @@ MEMORY_Q = (
     ' / on (namespace, pod, container) kube_pod_container_resource_limits{{namespace="{ns}", '
     'resource="memory"}})'
 )
+LOG_WINDOW_SECONDS = 150
+"""How far back the error lines are read: the incident, not the shop's start (whose callers
+log `no endpoints` while their callees come up)."""
 ALERT_LABELS = ("service_name", "deployment", "consumer_group", "container")
-ERROR_LINES = '{{namespace="{ns}"}} |~ "(?i)(error|fail|exception|refused|timeout|denied)"'
+ERROR_LINES = '{{k8s_namespace_name="{ns}"}} |~ "(?i)(error|fail|exception|refused|timeout|denied)"'
 
 _CHAIN = re.compile(r"\bon ([a-z0-9][a-z0-9-]*)(?: failed)?: ")
 _HOSTS = (
@@ -266,7 +269,7 @@ def parse_failure(service: str, line: str, objects: Objects) -> Failure:
             reporter, text = match.group(1), line[match.end() :]
     if reporter == service and "failed: " in line:
         text = line.split("failed: ", 1)[1]
-    text = text.rstrip('"}').strip()
+    text = text.split('","', 1)[0].rstrip('"}').strip()  # a JSON line's message field
     host: str | None = None
     for pattern in _HOSTS:
         m = pattern.search(text)
@@ -300,7 +303,7 @@ def _selected_workload(service: str, objects: Objects) -> str | None:
 def _read_logs(
     client: ITBenchClient, task: TaskDescription, sig: Signals, objects: Objects
 ) -> None:
-    start = _ago(task.now, 300)
+    start = _ago(task.now, LOG_WINDOW_SECONDS)
     try:
         data = client.logs(ERROR_LINES.format(ns=task.namespace), start=start, limit=1000)
     except ITBenchAPIError as exc:
