@@ -194,23 +194,7 @@ def test_heuristic_sre_never_trips_a_guardrail(heuristic_sre: dict[str, Attempt]
 
 
 @pytest.mark.skipif(not FINOPS, reason="the catalog has no FinOps scenarios yet")
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(
-            s,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="the heuristic does not yet explain "
-                "three autoscalers at once on the pinned stack",
-            ),
-        )
-        if s.name == "finops-multi-hpa-misconfiguration"
-        else s
-        for s in FINOPS
-    ],
-    ids=_ids(FINOPS),
-)
+@pytest.mark.parametrize("scenario", FINOPS, ids=_ids(FINOPS))
 def test_heuristic_finops_fixes_the_cost_problem(harness: Harness, scenario: Scenario) -> None:
     attempt = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["heuristic-finops"])
     assert _localized(attempt)
@@ -227,9 +211,11 @@ def test_heuristic_finops_fixes_the_cost_problem(harness: Harness, scenario: Sce
     assert acts == ["act.patch"] * max(1, len(hpas)), "one patch per misconfigured object"
     report = attempt.session.diagnosis
     assert report is not None
-    (root,) = [e for e in report.entities if e.root_cause]
+    roots = [e for e in report.entities if e.root_cause]
     truth = {
         f"{e.kind.value}/{e.name}" for e in scenario.spec.ground_truth.entities if e.root_cause
     }
-    assert root.ref() in truth
-    assert root.category in (FaultCategory.AUTOSCALING, FaultCategory.ALERTING_THRESHOLD)
+    assert len(roots) == max(1, len(hpas))
+    for root in roots:
+        assert root.ref() in truth
+        assert root.category in (FaultCategory.AUTOSCALING, FaultCategory.ALERTING_THRESHOLD)
