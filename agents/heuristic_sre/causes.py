@@ -3,9 +3,13 @@
 A flag flagd serves switched on that concerns the incident's services; a workload's pods (waiting
 and termination reasons, events, OOM kills, throttling) read against what its latest rollout
 changed, which counts only when the change explains the symptom; what stands between callers and
-a callee (its Service, replica count, NetworkPolicies, a changed command); a dependency address a
-rollout broke. A cause backed by an object is definite and carries the narrowest remedy on that
-object; one read from the pods' symptoms alone is a likely cause without a remedy.
+a callee (its Service, replica count, NetworkPolicies, a changed command); a dependency address
+or DNS policy a rollout broke; init containers a rollout changed; a ResourceQuota that refuses a
+ReplicaSet's pods; pods pinned to a cordoned node; a higher-priority workload outside the call
+graph that crowds pods off the node; a Service that is gone while its Deployment runs; a Secret a
+rollout started reading whose credentials the peer refuses. A cause backed by an object is
+definite and carries the narrowest remedy on that object; one read from the pods' symptoms alone
+is a likely cause without a remedy.
 """
 
 from __future__ import annotations
@@ -544,7 +548,7 @@ class Investigation:
                         remedy_words=f"fix Service {target}",
                     )
                 )
-        self._inspect_replicas(target)
+        self.inspect_replicas(target)
         self._inspect_policies(caller, target)
         change = objects.template_change(target)
         if change is None or self.definite_at(target):
@@ -564,7 +568,8 @@ class Investigation:
                 )
             )
 
-    def _inspect_replicas(self, target: str) -> None:
+    def inspect_replicas(self, target: str) -> None:
+        """A Deployment asking for no replicas: scale it back to what it ran."""
         objects = self.objects
         if objects.replicas(target) != 0 or objects.autoscaled(target):
             return

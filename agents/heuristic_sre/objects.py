@@ -253,6 +253,21 @@ class Objects:
             names, ready, frozenset(reasons), restarts, events, tuple(init), frozenset(pinned)
         )
 
+    def foreign_images(self, workload: str) -> list[str]:
+        """Containers of a workload's pods that run another image than its pod template
+        names, as `container runs image`."""
+        d = self.deployments.get(workload)
+        if d is None:
+            return []
+        wanted = {str(c.get("name")): c.get("image") for c in containers_of(template_of(d))}
+        out = []
+        for pod in self.pods_of(workload):
+            for s in (pod.get("status") or {}).get("containerStatuses") or []:
+                name, image = str(s.get("name")), s.get("image")
+                if image and wanted.get(name) and image != wanted[name]:
+                    out.append(f"{name} runs {image}, not {wanted[name]}")
+        return sorted(set(out))
+
     def pod_by_ip(self, ip: str) -> dict[str, Any] | None:
         """The pod with this IP."""
         for pod in self.pods:

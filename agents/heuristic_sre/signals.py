@@ -203,9 +203,9 @@ def _read_alerts(client: ITBenchClient, sig: Signals, objects: Objects) -> None:
         for h in objects.hpas
     }
     for alert in client.alerts():
-        service = next((alert.labels[k] for k in ALERT_LABELS if alert.labels.get(k)), None)
         hpa = alert.labels.get("horizontalpodautoscaler")
-        if service is None and hpa:
+        service = next((alert.labels[k] for k in ALERT_LABELS if alert.labels.get(k)), None)
+        if hpa:  # kube-state-metrics labels it with its own container: the HPA names the workload
             service = hpa_targets.get(hpa, hpa)
         if service is None:
             service = alert.labels.get("namespace", "")
