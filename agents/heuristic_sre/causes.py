@@ -139,6 +139,8 @@ class PodSymptoms:
             )
         if self.pending and change.touches(*SCHEDULING_FIELDS):
             return FaultCategory.UNSCHEDULABLE, "its node placement changed"
+        if self.pending and change.touches("volumes"):
+            return FaultCategory.UNSCHEDULABLE, "its volumes changed and cannot be bound"
         if self.probe and change.touches(*PROBE_FIELDS):
             return FaultCategory.BAD_PROBE, "its probe changed and fails"
         if self.oom and change.memory_lowered:

@@ -68,11 +68,16 @@ def restore_patch(current: Any, target: Any) -> Any:
             out.append(
                 item
                 if old is None or old == item
-                else {**restore_patch(old, item), "name": item["name"]}
+                else {**restore_patch(old, item), **_merge_key(item)}
             )
-        out += [{"name": n, "$patch": "delete"} for n in before if n not in wanted]
+        out += [{**_merge_key(before[n]), "$patch": "delete"} for n in before if n not in wanted]
         return out
     return target
+
+
+def _merge_key(item: dict[str, Any]) -> dict[str, Any]:
+    """The fields a strategic merge patch finds a list item by (volume mounts by their path)."""
+    return {k: item[k] for k in ("name", "mountPath") if k in item}
 
 
 def _named(value: Any) -> bool:

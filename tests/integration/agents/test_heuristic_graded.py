@@ -17,10 +17,6 @@ from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.execution.embedded import BenchmarkOptions, run_benchmark
 
 ROOT = Path(__file__).parents[3]
-_GAP = pytest.mark.xfail(
-    strict=False,
-    reason="the heuristic does not yet explain this scenario on the pinned stack",
-)
 SCENARIOS = [
     "checkout-payment-address",  # a rollout broke a dependency address: restore the template
     "product-catalog-wrong-target-port",  # a Service targets a port nothing listens on
@@ -63,15 +59,7 @@ def _actions(run_dir: Path, record: dict[str, Any]) -> list[str]:
     return [str(c.get("action", "")) for c in calls if str(c.get("action", "")).startswith("act.")]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=_GAP)
-        if n in ("checkout-payment-address", "checkout-shipping-partition")
-        else n
-        for n in SCENARIOS
-    ],
-)
+@pytest.mark.parametrize("name", SCENARIOS)
 def test_the_heuristic_passes_every_task_without_collateral(
     records: dict[str, dict[str, Any]], name: str
 ) -> None:
@@ -83,7 +71,6 @@ def test_the_heuristic_passes_every_task_without_collateral(
     assert diagnosis.get("decoysNamed") in (None, []), diagnosis
 
 
-@_GAP
 def test_a_partition_no_object_shows_is_named_but_not_acted_on(
     run_dir: Path, records: dict[str, dict[str, Any]]
 ) -> None:
@@ -93,7 +80,6 @@ def test_a_partition_no_object_shows_is_named_but_not_acted_on(
     assert _actions(run_dir, record) == []
 
 
-@_GAP
 def test_each_fix_is_one_change_on_the_object_at_fault(
     run_dir: Path, records: dict[str, dict[str, Any]]
 ) -> None:
