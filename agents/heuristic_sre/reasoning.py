@@ -164,6 +164,7 @@ def _read_from_symptoms(inv: Investigation, origins: Origins, symptomatic: set[s
         starved = sig.firing.get(s, set()) & {"KafkaConsumerLag", "NoRequests"}
         if (
             not starved
+            or explained  # a cause found elsewhere starves it (a producer cut off, say)
             or inv.flag_covers({s} | graph.neighbours(s))
             or set(graph.callers.get(s, [])) & explained
             or not _serving(inv, s)
