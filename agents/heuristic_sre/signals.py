@@ -316,11 +316,24 @@ def _read_logs(
         for _, line in stream.get("values") or []:
             sig.lines.setdefault(service, []).append(str(line))
             failure = parse_failure(service, str(line), objects)
+            if _stale(failure, objects):
+                continue
             seen[(failure.reporter, failure.text, failure.target)] += 1
             sig.failures.append(failure)
     top = [f"{r}: {t[:120]}" for (r, t, _), _n in seen.most_common(6)]
     if top:
         sig.notes.append("innermost error messages in the logs: " + " | ".join(top))
+
+
+def _stale(failure: Failure, objects: Objects) -> bool:
+    """Whether a `no endpoints` line is older than the present: the workload behind the Service
+    has every pod ready now and the Service selects them (its Endpoints are back)."""
+    if failure.kind != "no-endpoints" or not failure.target:
+        return False
+    state = objects.pod_state(failure.target)
+    if not state.pods or state.ready < len(state.pods):
+        return False
+    return not objects.service_problems(failure.target, failure.target)
 
 
 def _read_trace_messages(client: ITBenchClient, sig: Signals, objects: Objects) -> None:
