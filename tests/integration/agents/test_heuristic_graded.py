@@ -22,11 +22,6 @@ _DECOY_IMAGE = pytest.mark.xfail(
     reason="with the trial's decoys the heuristic restores a decoy image change on product-catalog "
     "(collateral) in checkout-shipping-partition",
 )
-_DECOY_CART = pytest.mark.xfail(
-    strict=False,
-    reason="with the trial's decoys the heuristic also names the decoy Deployment/cart in "
-    "product-catalog-wrong-target-port",
-)
 SCENARIOS = [
     "checkout-payment-address",  # a rollout broke a dependency address: restore the template
     "product-catalog-wrong-target-port",  # a Service targets a port nothing listens on
@@ -72,11 +67,7 @@ def _actions(run_dir: Path, record: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=_DECOY_IMAGE)
-        if n == "checkout-shipping-partition"
-        else pytest.param(n, marks=_DECOY_CART)
-        if n == "product-catalog-wrong-target-port"
-        else n
+        pytest.param(n, marks=_DECOY_IMAGE) if n == "checkout-shipping-partition" else n
         for n in SCENARIOS
     ],
 )
