@@ -108,7 +108,10 @@ def judge_hpa(
         before = earlier.get(key)
         if before is not None and _bound(spec, key) > before:
             why.append(f"{key} was raised from {before} to {_bound(spec, key)}")
-    if not why or current < maximum:
+    low_target = target is not None and target < LOW_TARGET_SHARE * usual
+    if not why or (current < maximum and not low_target):
+        # Raised bounds cost only once they are used; a target far below the usual scales the
+        # workload out on any load, even when it is idle now.
         return None
     patch: dict[str, Any] = {}
     for key in ("minReplicas", "maxReplicas"):
@@ -128,7 +131,10 @@ def judge_hpa(
                         "target": {**(resource.get("target") or {}), "averageUtilization": usual},
                     }
             patch["metrics"] = metrics
-    why.append(f"it runs at its maximum of {maximum} replicas")
+    if current >= maximum:
+        why.append(f"it runs at its maximum of {maximum} replicas")
+    else:
+        why.append(f"it runs {current} of at most {maximum} replicas, and scales out on any load")
     return why, {"spec": patch}
 
 

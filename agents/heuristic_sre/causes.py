@@ -3,23 +3,32 @@
 A flag flagd serves switched on that concerns the incident's services; a workload's pods (waiting
 and termination reasons, events, OOM kills, throttling) read against what its latest rollout
 changed, which counts only when the change explains the symptom; what stands between callers and
-a callee (its Service, replica count, NetworkPolicies, a changed command); a dependency address a
-rollout broke. A cause backed by an object is definite and carries the narrowest remedy on that
-object; one read from the pods' symptoms alone is a likely cause without a remedy.
+a callee (its Service, replica count, NetworkPolicies, a changed command); a dependency address
+or DNS policy a rollout broke; init containers a rollout changed; a ResourceQuota that refuses a
+ReplicaSet's pods; pods pinned to a cordoned node; a higher-priority workload outside the call
+graph that crowds pods off the node; a Service that is gone while its Deployment runs; a Secret a
+rollout started reading whose credentials the peer refuses. A cause backed by an object is
+definite and carries the narrowest remedy on that object; one read from the pods' symptoms alone
+is a likely cause without a remedy.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents.heuristic_sre.flags import flag_concerns, flag_is_on, off_variant
 from agents.heuristic_sre.graph import Graph
 from agents.heuristic_sre.objects import (
+    HOSTNAME_LABEL,
     Objects,
     TemplateChange,
     address_broken,
+    containers_of,
     is_address_variable,
+    quantity,
+    template_of,
 )
 from agents.heuristic_sre.signals import THROTTLED, Failure, Signals
 from agents.routines import name_of, ref, value_before_change
@@ -97,6 +106,8 @@ class PodSymptoms:
     probe: bool
     config: bool
     not_ready: bool
+    init: bool = False
+    quota: bool = False
 
     def named(self) -> list[str]:
         """The symptoms present, in words."""
@@ -110,6 +121,8 @@ class PodSymptoms:
             ("pods cannot be scheduled", self.pending),
             ("readiness probe fails", self.probe),
             ("container config error", self.config),
+            ("an init container does not complete", self.init),
+            ("pods refused by a ResourceQuota", self.quota),
             ("pods not ready", self.not_ready),
         )
         return [w for w, present in words if present]
@@ -119,8 +132,15 @@ class PodSymptoms:
         crash_alone = self.crash and not self.oom  # an OOM kill explains its own crash loop
         if (self.image or self.exec_format or crash_alone) and change.touches("image"):
             return FaultCategory.BAD_IMAGE, "its image changed and cannot run"
+        if self.init and change.touches("initContainers"):
+            return (
+                FaultCategory.BAD_CONFIGURATION,
+                "its init containers changed and do not complete",
+            )
         if self.pending and change.touches(*SCHEDULING_FIELDS):
             return FaultCategory.UNSCHEDULABLE, "its node placement changed"
+        if self.pending and change.touches("volumes"):
+            return FaultCategory.UNSCHEDULABLE, "its volumes changed and cannot be bound"
         if self.probe and change.touches(*PROBE_FIELDS):
             return FaultCategory.BAD_PROBE, "its probe changed and fails"
         if self.oom and change.memory_lowered:
@@ -165,6 +185,8 @@ class Investigation:
     findings: dict[str, Finding] = field(default_factory=dict)
     flags: dict[str, set[str]] = field(default_factory=dict)
     """Flags switched on that concern the incident, with the services each concerns."""
+    crowded: set[str] = field(default_factory=set)
+    """Workloads whose pods a definite cause elsewhere keeps off the node."""
     _inspected: set[str] = field(default_factory=set)
 
     def add(self, finding: Finding) -> None:
@@ -178,8 +200,10 @@ class Investigation:
         self.notes.append(f"{kind}: {finding.ref} [{finding.category.value}]: {finding.condition}")
 
     def definite_at(self, workload: str) -> bool:
-        """Whether a definite finding sits on this workload."""
-        return any(f.definite and f.service == workload for f in self.findings.values())
+        """Whether a definite finding sits on (or explains) this workload."""
+        return workload in self.crowded or any(
+            f.definite and f.service == workload for f in self.findings.values()
+        )
 
     def named(self, workload: str) -> bool:
         """Whether any finding names this workload's Deployment."""
@@ -245,6 +269,8 @@ class Investigation:
             probe=any("probe failed" in e.lower() for e in state.event("Unhealthy")),
             config=bool(reasons & CONFIG_REASONS),
             not_ready=bool(state.pods) and state.ready < len(state.pods),
+            init=bool(state.init),
+            quota=bool(_quota_refusals(state.event("FailedCreate"))),
         )
         line = (
             f"{w}: {', '.join(symptoms.named())}; pods {state.ready}/{len(state.pods)} ready, "
@@ -260,6 +286,9 @@ class Investigation:
         symptoms, line = self.pod_symptoms(w)
         if not symptoms.named():
             return
+        if self._inspect_quota(w) or self._inspect_cordoned(w):
+            self.notes.append(line)
+            return
         change = self.objects.template_change(w)
         if change is not None:
             line += f"; template changed since revision {change.previous_revision}: "
@@ -269,6 +298,8 @@ class Investigation:
         if explained is not None and change is not None:
             category, why = explained
             remedy, words = _restore(w, change)
+            if symptoms.init:
+                self._name_init_config(w, change, why)
             self.add(
                 Finding(
                     "Deployment",
@@ -288,6 +319,214 @@ class Investigation:
         if alone is not None:
             category, why = alone
             self.add(likely(w, category, f"{', '.join(symptoms.named())}: {why}"))
+
+    def _name_init_config(self, w: str, change: TemplateChange, why: str) -> None:
+        """The ConfigMaps that a failing init container reads through volumes the latest
+        rollout added."""
+        state = self.objects.pod_state(w)
+        if not any(("CrashLoopBackOff" in i or "Error" in i) for i in state.init):
+            return  # a hanging init container is its own command, not what it reads
+        previous = self.objects.previous_replicaset(w)
+        before = {str(v.get("name")) for v in _spec(previous or {}).get("volumes") or []}
+        for v in _spec(self.objects.deployments[w]).get("volumes") or []:
+            name = (v.get("configMap") or {}).get("name")
+            if name and v.get("name") not in before:
+                self.add(
+                    Finding(
+                        "ConfigMap",
+                        str(name),
+                        FaultCategory.BAD_CONFIGURATION,
+                        w,
+                        f"{w}'s init container fails on the ConfigMap {name} its latest rollout "
+                        f"mounts: {why}",
+                    )
+                )
+
+    def _inspect_quota(self, w: str) -> bool:
+        """A ResourceQuota that refuses the pods of the workload's ReplicaSet."""
+        refusals = _quota_refusals(self.objects.pod_state(w).event("FailedCreate"))
+        quotas = {name_of(q) for q in self.objects.quotas}
+        named = sorted(n for n in refusals if n in quotas)
+        if not named:
+            return False
+        for name in named:
+            self.add(
+                Finding(
+                    "ResourceQuota",
+                    name,
+                    FaultCategory.UNSCHEDULABLE,
+                    w,
+                    f"{w}'s ReplicaSet cannot create pods: {refusals[name]}",
+                    remedy=[AgentAction(verb=ActionVerb.DELETE, kind="ResourceQuota", name=name)],
+                    remedy_words=f"delete ResourceQuota {name}, which refuses {w}'s pods",
+                )
+            )
+        return True
+
+    def _inspect_cordoned(self, w: str) -> bool:
+        """Pods pinned to one node the scheduler reports unschedulable (cordoned)."""
+        state = self.objects.pod_state(w)
+        cordoned = [e for e in state.event("FailedScheduling") if "were unschedulable" in e]
+        selector = (template_of(self.objects.deployments[w]).get("spec") or {}).get(
+            "nodeSelector"
+        ) or {}
+        if not cordoned or len(state.pinned) != 1 or HOSTNAME_LABEL not in selector:
+            return False
+        (node,) = state.pinned
+        patch = {"spec": {"template": {"spec": {"nodeSelector": None}}}}
+        self.add(
+            Finding(
+                "Node",
+                node,
+                FaultCategory.UNSCHEDULABLE,
+                w,
+                f"{w}'s new pods are pinned to node {node} ({HOSTNAME_LABEL}), which the "
+                f"scheduler reports unschedulable (cordoned): {cordoned[0].split(': ', 1)[-1]}",
+                remedy=[AgentAction(verb=ActionVerb.PATCH, kind="Deployment", name=w, patch=patch)],
+                remedy_words=f"drop Deployment {w}'s pin to node {node} (Nodes are beyond the "
+                "namespace)",
+            )
+        )
+        return True
+
+    def inspect_crowding(self, unhealthy: set[str]) -> None:
+        """Pods left Pending for lack of CPU or memory while a workload outside the call graph
+        holds the node with pods of a higher priority class: the crowding workload is the cause,
+        and the pending ones are its symptoms."""
+        objects = self.objects
+        starved = sorted(
+            w
+            for w in unhealthy
+            if any("Insufficient" in e for e in objects.pod_state(w).event("FailedScheduling"))
+        )
+        if not starved:
+            return
+        in_graph = set(self.graph.callers) | set(self.graph.callees)
+        starved_classes = {_spec(objects.deployments[w]).get("priorityClassName") for w in starved}
+        best: tuple[float, str] | None = None
+        for name, d in objects.deployments.items():
+            priority = _spec(d).get("priorityClassName")
+            if name in in_graph or not priority or priority in starved_classes:
+                continue
+            held = (objects.replicas(name) or 0) * sum(
+                quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", 0)) or 0.0
+                for c in containers_of(template_of(d))
+            )
+            if held > 0 and (best is None or held > best[0]):
+                best = (held, name)
+        if best is None:
+            return
+        held, crowd = best
+        priority = _spec(objects.deployments[crowd])["priorityClassName"]
+        self.add(
+            Finding(
+                "Deployment",
+                crowd,
+                FaultCategory.UNSCHEDULABLE,
+                starved[0],
+                f"{crowd} (priority class {priority}, "
+                f"outside the application's call graph) requests {held:g} CPU on the node, and "
+                f"the pods of {', '.join(starved)} are left Pending for lack of CPU or memory",
+                remedy=[AgentAction(verb=ActionVerb.DELETE, kind="Deployment", name=crowd)],
+                remedy_words=f"delete Deployment {crowd}, which crowds the application out",
+            )
+        )
+        for w in starved:
+            self._inspected.add(w)
+            self.crowded.add(w)
+            self.notes.append(
+                f"{w}: pods Pending for lack of CPU or memory, crowded out by {crowd}"
+            )
+
+    def inspect_credentials(self, w: str, failures: list[Failure]) -> None:
+        """Authentication failures of a workload whose latest rollout took a variable from a
+        Secret: the Secret holds credentials its peer refuses."""
+        change = self.objects.template_change(w)
+        if change is None or self.definite_at(w) or w not in self.objects.deployments:
+            return
+        secrets = sorted(
+            {
+                str(ref.get("name"))
+                for c in containers_of(template_of(self.objects.deployments[w]))
+                for e in c.get("env") or []
+                if e.get("name") in change.env
+                for ref in [((e.get("valueFrom") or {}).get("secretKeyRef") or {})]
+                if ref.get("name")
+            }
+        )
+        if not secrets:
+            return
+        remedy, words = _restore(w, change)
+        why = (
+            f"{w}'s latest rollout takes {', '.join(sorted(change.env))} from Secret(s) "
+            f"{', '.join(secrets)}, and its peer refuses the credentials ({texts(failures)})"
+        )
+        self.add(
+            Finding(
+                "Deployment",
+                w,
+                FaultCategory.BAD_CONFIGURATION,
+                w,
+                why,
+                remedy=remedy,
+                remedy_words=words,
+            )
+        )
+        for name in secrets:
+            self.add(Finding("Secret", name, FaultCategory.BAD_CONFIGURATION, w, why))
+
+    def inspect_missing_services(self, failures: list[Failure]) -> None:
+        """Names callers fail to resolve that are workloads of the namespace without a Service:
+        the Service in front of them is gone. The remedy creates it again from what the
+        Deployment declares (its selector and container ports)."""
+        objects = self.objects
+        callers: dict[str, set[str]] = {}
+        for f in failures:
+            name = (f.host or "").split(".", 1)[0]
+            if (
+                f.kind == "unresolvable"
+                and name in objects.deployments
+                and name not in objects.services
+            ):
+                callers.setdefault(name, set()).add(f.reporter)
+        for name, who in sorted(callers.items()):
+            manifest = self._service_manifest(name)
+            if manifest is None:
+                continue
+            shown = ", ".join(str(p["port"]) for p in manifest["spec"]["ports"])
+            self.add(
+                Finding(
+                    "Service",
+                    name,
+                    FaultCategory.SERVICE_MISROUTED,
+                    name,
+                    f"{', '.join(sorted(who))} cannot resolve {name}: Deployment {name} runs, "
+                    f"but no Service {name} stands in front of it",
+                    remedy=[
+                        AgentAction(
+                            verb=ActionVerb.APPLY, kind="Service", name=name, manifest=manifest
+                        )
+                    ],
+                    remedy_words=f"create Service {name} again (port(s) {shown})",
+                )
+            )
+
+    def _service_manifest(self, name: str) -> dict[str, Any] | None:
+        d = self.objects.deployments[name]
+        selector = dict(((d.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+        ports = [
+            {"name": port_name or f"tcp-{number}", "port": number, "targetPort": number}
+            for port_name, number in self.objects.container_ports(name)
+        ]
+        if not selector or not ports:
+            return None
+        labels = dict((template_of(d).get("metadata") or {}).get("labels") or {})
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": self.objects.namespace, "labels": labels},
+            "spec": {"type": "ClusterIP", "selector": selector, "ports": ports},
+        }
 
     def inspect_target(self, caller: str, target: str, failures: list[Failure]) -> None:
         """What stands between callers and a callee they fail to reach: its Service, replica
@@ -311,7 +550,7 @@ class Investigation:
                         remedy_words=f"fix Service {target}",
                     )
                 )
-        self._inspect_replicas(target)
+        self.inspect_replicas(target)
         self._inspect_policies(caller, target)
         change = objects.template_change(target)
         if change is None or self.definite_at(target):
@@ -331,7 +570,8 @@ class Investigation:
                 )
             )
 
-    def _inspect_replicas(self, target: str) -> None:
+    def inspect_replicas(self, target: str) -> None:
+        """A Deployment asking for no replicas: scale it back to what it ran."""
         objects = self.objects
         if objects.replicas(target) != 0 or objects.autoscaled(target):
             return
@@ -383,6 +623,12 @@ class Investigation:
         """A dependency address in the caller's environment that its latest rollout broke."""
         change = self.objects.template_change(caller)
         broken = self._broken_addresses(change) if change is not None else []
+        if (
+            change is not None
+            and change.touches("dnsPolicy")
+            and any(f.kind == "unresolvable" for f in failures)
+        ):
+            broken.append("a dnsPolicy under which the namespace's Service names do not resolve")
         if change is None or not broken:
             return
         remedy, words = _restore(caller, change)
@@ -423,6 +669,23 @@ def admit(policy: dict[str, Any], ports: list[int]) -> AgentAction:
         name=name_of(policy),
         patch={"spec": {"ingress": [*rules, rule]}},
     )
+
+
+def _spec(d: dict[str, Any]) -> dict[str, Any]:
+    return dict(template_of(d).get("spec") or {})
+
+
+_QUOTA = re.compile(r"exceeded quota: ([a-z0-9][a-z0-9.-]*)")
+
+
+def _quota_refusals(events: list[str]) -> dict[str, str]:
+    """Quota name -> the refusal, from FailedCreate events."""
+    out: dict[str, str] = {}
+    for e in events:
+        m = _QUOTA.search(e)
+        if m:
+            out.setdefault(m.group(1), e.split(": ", 1)[-1][:200])
+    return out
 
 
 def texts(failures: list[Failure]) -> str:

@@ -18,6 +18,8 @@ from itbench.client import ITBenchClient
 GENERATED_LABELS = ("pod-template-hash",)
 """Labels the ReplicaSet controller adds to a pod template; not part of the Deployment's."""
 REVISION = "deployment.kubernetes.io/revision"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""The node label a nodeSelector pins a pod to one node with."""
 ADDRESS_SUFFIXES = ("_ADDR", "_HOST", "_URL", "_ENDPOINT", "_PORT")
 """Environment variables that hold a dependency's address."""
 TELEMETRY_ENV_PREFIX = "OTEL_"
@@ -66,11 +68,16 @@ def restore_patch(current: Any, target: Any) -> Any:
             out.append(
                 item
                 if old is None or old == item
-                else {**restore_patch(old, item), "name": item["name"]}
+                else {**restore_patch(old, item), **_merge_key(item)}
             )
-        out += [{"name": n, "$patch": "delete"} for n in before if n not in wanted]
+        out += [{**_merge_key(before[n]), "$patch": "delete"} for n in before if n not in wanted]
         return out
     return target
+
+
+def _merge_key(item: dict[str, Any]) -> dict[str, Any]:
+    """The fields a strategic merge patch finds a list item by (volume mounts by their path)."""
+    return {k: item[k] for k in ("name", "mountPath") if k in item}
 
 
 def _named(value: Any) -> bool:
@@ -116,7 +123,10 @@ class PodState:
         ready: How many are ready.
         reasons: Waiting and last-termination reasons, and Pending.
         restarts: Restarts summed over the pods.
-        events: Warning events about the pods, as `Reason: message`.
+        events: Warning events about the pods and the ReplicaSets that create them, as
+            `Reason: message`.
+        init: Init containers that have not completed, as `name: running` or `name: reason`.
+        pinned: Node names the unscheduled pods are pinned to (`kubernetes.io/hostname`).
     """
 
     pods: tuple[str, ...]
@@ -124,6 +134,8 @@ class PodState:
     reasons: frozenset[str]
     restarts: int
     events: tuple[str, ...] = ()
+    init: tuple[str, ...] = ()
+    pinned: frozenset[str] = frozenset()
 
     def event(self, *reasons: str) -> list[str]:
         """The warning events with one of these reasons."""
@@ -141,6 +153,7 @@ class Objects:
     policies: list[dict[str, Any]]
     hpas: list[dict[str, Any]]
     events: list[dict[str, Any]]
+    quotas: list[dict[str, Any]] = field(default_factory=list)
     flags_doc: dict[str, Any] = field(default_factory=dict)
     flags_configmap: str = ""
     namespace: str = ""
@@ -169,6 +182,7 @@ class Objects:
             policies=items(client, "networkpolicies"),
             hpas=items(client, "horizontalpodautoscalers"),
             events=events,
+            quotas=items(client, "resourcequotas"),
             flags_doc=flags_doc,
             flags_configmap=flags_configmap,
             namespace=namespace,
@@ -194,11 +208,25 @@ class Objects:
         pods = self.pods_of(workload)
         names = tuple(name_of(p) for p in pods)
         reasons: set[str] = set()
+        init: list[str] = []
+        pinned: set[str] = set()
         ready = restarts = 0
         for pod in pods:
             status = pod.get("status") or {}
-            if status.get("phase") == "Pending":
+            if status.get("phase") == "Pending" and not _scheduled(status):
                 reasons.add("Pending")
+                host = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+                if host:
+                    pinned.add(str(host))
+            for s in status.get("initContainerStatuses") or []:
+                state = s.get("state") or {}
+                if "terminated" in state and (state["terminated"] or {}).get("exitCode") == 0:
+                    continue
+                if s.get("ready"):
+                    continue
+                waiting = (state.get("waiting") or {}).get("reason")
+                how = waiting or ("running" if "running" in state else "not done")
+                init.append(f"{s.get('name')}: {how}")
             statuses = status.get("containerStatuses") or []
             if statuses and all(s.get("ready") for s in statuses):
                 ready += 1
@@ -216,14 +244,34 @@ class Objects:
                     reason = (holder.get("terminated") or {}).get("reason")
                     if reason:
                         reasons.add(str(reason))
+        owned = {name_of(rs) for rs in self.replicasets if _controller(rs) == workload}
         events = tuple(
             f"{e.get('reason', '')}: {e.get('message', '')}"
             for e in self.events
             if e.get("type") == "Warning"
-            and _event_object(e)[0] == "Pod"
-            and _event_object(e)[1] in names
+            and (
+                (_event_object(e)[0] == "Pod" and _event_object(e)[1] in names)
+                or (_event_object(e)[0] == "ReplicaSet" and _event_object(e)[1] in owned)
+            )
         )
-        return PodState(names, ready, frozenset(reasons), restarts, events)
+        return PodState(
+            names, ready, frozenset(reasons), restarts, events, tuple(init), frozenset(pinned)
+        )
+
+    def foreign_images(self, workload: str) -> list[str]:
+        """Containers of a workload's pods that run another image than its pod template
+        names, as `container runs image`."""
+        d = self.deployments.get(workload)
+        if d is None:
+            return []
+        wanted = {str(c.get("name")): c.get("image") for c in containers_of(template_of(d))}
+        out = []
+        for pod in self.pods_of(workload):
+            for s in (pod.get("status") or {}).get("containerStatuses") or []:
+                name, image = str(s.get("name")), s.get("image")
+                if image and wanted.get(name) and image != wanted[name]:
+                    out.append(f"{name} runs {image}, not {wanted[name]}")
+        return sorted(set(out))
 
     def pod_by_ip(self, ip: str) -> dict[str, Any] | None:
         """The pod with this IP."""
@@ -477,6 +525,13 @@ def _lowered(before: dict[str, Any], now: dict[str, Any], resource: str) -> bool
         if a is not None and b is not None and b < a:
             return True
     return False
+
+
+def _scheduled(status: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
 
 
 def _controller(obj: dict[str, Any]) -> str:

@@ -5,8 +5,9 @@ whose pods show symptoms. What no object explains is read from the symptoms, as 
 before handing it on: calls that time out with nothing blocking them (the network path drops
 packets: a partition), a slow service whose callees are fast and whose CPU is free (added network
 latency), a callee that serves no errors while its callers' requests to it are aborted or
-rejected, a service failing on its own with nothing changed, pods that run and do not serve, CPU
-or memory burnt inside the pods. Such causes are named and left alone.
+rejected, a service failing on its own with nothing changed, pods that run and do not serve (or
+whose container was replaced by another image), CPU or memory burnt inside the pods. Such causes
+are named and left alone.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ def investigate(inv: Investigation) -> list[Finding]:
     symptomatic = (sig.symptomatic() | unhealthy) & workloads
     inv.notes.append(f"services with symptoms: {sorted(symptomatic)}")
     inv.inspect_flags(symptomatic)
+    inv.inspect_crowding(unhealthy)
+    inv.inspect_missing_services(sig.failures)
+    for w in sorted(symptomatic):
+        if objects.replicas(w) == 0:
+            inv.inspect_replicas(w)
+        auth = [f for f in sig.failures if f.reporter == w and f.kind == "auth"]
+        if auth:
+            inv.inspect_credentials(w, auth)
     origins = find_origins(sig, inv.graph, workloads)
     inv.notes.append(
         f"origins: failing on their own {sorted(origins.own)}; failing calls "
@@ -43,7 +52,9 @@ def investigate(inv: Investigation) -> list[Finding]:
     for (a, b), failures in sorted(origins.edges.items()):
         inv.inspect_target(a, b, failures)
         inv.inspect_workload(b)
-        if any(f.kind == "unresolvable" or (f.host and not f.target) for f in failures):
+        if any(
+            f.kind in ("unresolvable", "refused") or (f.host and not f.target) for f in failures
+        ):
             inv.inspect_caller_config(a, failures)
     for s in sorted(origins.own):
         inv.inspect_workload(s)
@@ -139,12 +150,38 @@ def _read_from_symptoms(inv: Investigation, origins: Origins, symptomatic: set[s
         )
     explained = {f.service for f in inv.findings.values()}
     for s in sorted(symptomatic - explained):
-        lagging = "KafkaConsumerLag" in sig.alerts(s)
-        if lagging and not inv.flag_covers({s} | graph.neighbours(s)):
+        foreign = inv.objects.foreign_images(s)
+        if foreign and sig.alerts(s) & {"NoRequests", "KafkaConsumerLag", "RequestErrorRate"}:
             inv.add(
                 likely(
                     s,
-                    FaultCategory.APPLICATION_FAILURE,
-                    f"consumer {s} lags behind on its topic with its pods healthy",
+                    FaultCategory.PODS_DOWN,
+                    f"{s}'s pods are up but their container was replaced ({'; '.join(foreign)}):"
+                    " they serve nothing",
                 )
             )
+            continue
+        starved = sig.firing.get(s, set()) & {"KafkaConsumerLag", "NoRequests"}
+        if (
+            not starved
+            or explained  # a cause found elsewhere starves it (a producer cut off, say)
+            or inv.flag_covers({s} | graph.neighbours(s))
+            or set(graph.callers.get(s, [])) & explained
+            or not _serving(inv, s)
+        ):
+            continue
+        what = "lags behind on its topic" if "KafkaConsumerLag" in starved else "receives nothing"
+        inv.add(
+            likely(
+                s,
+                FaultCategory.NETWORK_DEGRADED,
+                f"{s} {what} while its pods are ready, run their own image and report no errors, "
+                f"and nothing it depends on is named: the network path to {s} drops packets",
+            )
+        )
+
+
+def _serving(inv: Investigation, workload: str) -> bool:
+    """Whether a workload's pods are all ready (and it asks for some)."""
+    state = inv.objects.pod_state(workload)
+    return bool(state.pods) and state.ready == len(state.pods) and not state.reasons

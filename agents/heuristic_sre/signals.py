@@ -49,8 +49,11 @@ MEMORY_Q = (
     ' / on (namespace, pod, container) kube_pod_container_resource_limits{{namespace="{ns}", '
     'resource="memory"}})'
 )
+LOG_WINDOW_SECONDS = 150
+"""How far back the error lines are read: the incident, not the shop's start (whose callers
+log `no endpoints` while their callees come up)."""
 ALERT_LABELS = ("service_name", "deployment", "consumer_group", "container")
-ERROR_LINES = '{{namespace="{ns}"}} |~ "(?i)(error|fail|exception|refused|timeout|denied)"'
+ERROR_LINES = '{{k8s_namespace_name="{ns}"}} |~ "(?i)(error|fail|exception|refused|timeout|denied)"'
 
 _CHAIN = re.compile(r"\bon ([a-z0-9][a-z0-9-]*)(?: failed)?: ")
 _HOSTS = (
@@ -200,9 +203,9 @@ def _read_alerts(client: ITBenchClient, sig: Signals, objects: Objects) -> None:
         for h in objects.hpas
     }
     for alert in client.alerts():
-        service = next((alert.labels[k] for k in ALERT_LABELS if alert.labels.get(k)), None)
         hpa = alert.labels.get("horizontalpodautoscaler")
-        if service is None and hpa:
+        service = next((alert.labels[k] for k in ALERT_LABELS if alert.labels.get(k)), None)
+        if hpa:  # kube-state-metrics labels it with its own container: the HPA names the workload
             service = hpa_targets.get(hpa, hpa)
         if service is None:
             service = alert.labels.get("namespace", "")
@@ -266,7 +269,7 @@ def parse_failure(service: str, line: str, objects: Objects) -> Failure:
             reporter, text = match.group(1), line[match.end() :]
     if reporter == service and "failed: " in line:
         text = line.split("failed: ", 1)[1]
-    text = text.rstrip('"}').strip()
+    text = text.split('","', 1)[0].rstrip('"}').strip()  # a JSON line's message field
     host: str | None = None
     for pattern in _HOSTS:
         m = pattern.search(text)
@@ -300,7 +303,7 @@ def _selected_workload(service: str, objects: Objects) -> str | None:
 def _read_logs(
     client: ITBenchClient, task: TaskDescription, sig: Signals, objects: Objects
 ) -> None:
-    start = _ago(task.now, 300)
+    start = _ago(task.now, LOG_WINDOW_SECONDS)
     try:
         data = client.logs(ERROR_LINES.format(ns=task.namespace), start=start, limit=1000)
     except ITBenchAPIError as exc:
@@ -313,11 +316,24 @@ def _read_logs(
         for _, line in stream.get("values") or []:
             sig.lines.setdefault(service, []).append(str(line))
             failure = parse_failure(service, str(line), objects)
+            if _stale(failure, objects):
+                continue
             seen[(failure.reporter, failure.text, failure.target)] += 1
             sig.failures.append(failure)
     top = [f"{r}: {t[:120]}" for (r, t, _), _n in seen.most_common(6)]
     if top:
         sig.notes.append("innermost error messages in the logs: " + " | ".join(top))
+
+
+def _stale(failure: Failure, objects: Objects) -> bool:
+    """Whether a `no endpoints` line is older than the present: the workload behind the Service
+    has every pod ready now and the Service selects them (its Endpoints are back)."""
+    if failure.kind != "no-endpoints" or not failure.target:
+        return False
+    state = objects.pod_state(failure.target)
+    if not state.pods or state.ready < len(state.pods):
+        return False
+    return not objects.service_problems(failure.target, failure.target)
 
 
 def _read_trace_messages(client: ITBenchClient, sig: Signals, objects: Objects) -> None:

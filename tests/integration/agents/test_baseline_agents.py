@@ -96,12 +96,13 @@ SRE_MITIGABLE = [s for s in SRE_FAULTY if mitigation_applies(s)]
 CONTROLS = [s for s in SCENARIOS if s.spec.control]
 
 # Measured on this harness (seed 7, the lived-in pinned shop, no decoys): heuristic-sre
-# localizes 51 of the 75 SRE scenarios and clears the expected alerts of 35 of the 48 fault
-# scenarios whose cause an agent can reach. The scenarios it misses are the upstream mechanisms
-# it does not read yet (init containers, quotas, Secrets, DNS policy, preemption, deleted
-# Services, volume claims, partitions to and from Kafka). The bars sit at the measured figures.
-LOCALIZED_AT_LEAST = (51, 75)
-CLEARED_AT_LEAST = (35, 48)
+# localizes 73 of the 75 SRE scenarios and clears the expected alerts of 47 of the 48 fault
+# scenarios whose cause an agent can reach. It misses product-catalog-scheduled-network-delay and
+# valkey-cart-delay-under-stress, whose ground truth names only Chaos Mesh objects (kinds not
+# served to agents), and does not clear checkout-quota-under-flood, where it switches the flood
+# off but leaves the quota that refuses checkout's pods. The bars sit at the measured figures.
+LOCALIZED_AT_LEAST = (73, 75)
+CLEARED_AT_LEAST = (47, 48)
 
 
 @pytest.fixture(scope="module")
@@ -163,10 +164,6 @@ def test_heuristic_sre_names_no_cause_and_changes_nothing_on_a_quiet_shop(
         assert _acts(attempt) == [], scenario.name
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the heuristic does not yet explain the partitions of checkout on the pinned stack",
-)
 def test_heuristic_sre_changes_nothing_when_no_object_shows_the_cause(
     heuristic_sre: dict[str, Attempt],
 ) -> None:
@@ -194,23 +191,7 @@ def test_heuristic_sre_never_trips_a_guardrail(heuristic_sre: dict[str, Attempt]
 
 
 @pytest.mark.skipif(not FINOPS, reason="the catalog has no FinOps scenarios yet")
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(
-            s,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="the heuristic does not yet explain "
-                "three autoscalers at once on the pinned stack",
-            ),
-        )
-        if s.name == "finops-multi-hpa-misconfiguration"
-        else s
-        for s in FINOPS
-    ],
-    ids=_ids(FINOPS),
-)
+@pytest.mark.parametrize("scenario", FINOPS, ids=_ids(FINOPS))
 def test_heuristic_finops_fixes_the_cost_problem(harness: Harness, scenario: Scenario) -> None:
     attempt = harness.attempt_or_skip(scenario, BUILTIN_AGENTS["heuristic-finops"])
     assert _localized(attempt)
@@ -227,9 +208,11 @@ def test_heuristic_finops_fixes_the_cost_problem(harness: Harness, scenario: Sce
     assert acts == ["act.patch"] * max(1, len(hpas)), "one patch per misconfigured object"
     report = attempt.session.diagnosis
     assert report is not None
-    (root,) = [e for e in report.entities if e.root_cause]
+    roots = [e for e in report.entities if e.root_cause]
     truth = {
         f"{e.kind.value}/{e.name}" for e in scenario.spec.ground_truth.entities if e.root_cause
     }
-    assert root.ref() in truth
-    assert root.category in (FaultCategory.AUTOSCALING, FaultCategory.ALERTING_THRESHOLD)
+    assert len(roots) == max(1, len(hpas))
+    for root in roots:
+        assert root.ref() in truth
+        assert root.category in (FaultCategory.AUTOSCALING, FaultCategory.ALERTING_THRESHOLD)

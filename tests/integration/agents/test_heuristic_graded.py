@@ -17,9 +17,10 @@ from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.execution.embedded import BenchmarkOptions, run_benchmark
 
 ROOT = Path(__file__).parents[3]
-_GAP = pytest.mark.xfail(
+_DECOY_IMAGE = pytest.mark.xfail(
     strict=False,
-    reason="the heuristic does not yet explain this scenario on the pinned stack",
+    reason="with the trial's decoys the heuristic restores a decoy image change on product-catalog "
+    "(collateral) in checkout-shipping-partition",
 )
 SCENARIOS = [
     "checkout-payment-address",  # a rollout broke a dependency address: restore the template
@@ -66,9 +67,7 @@ def _actions(run_dir: Path, record: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=_GAP)
-        if n in ("checkout-payment-address", "checkout-shipping-partition")
-        else n
+        pytest.param(n, marks=_DECOY_IMAGE) if n == "checkout-shipping-partition" else n
         for n in SCENARIOS
     ],
 )
@@ -83,7 +82,7 @@ def test_the_heuristic_passes_every_task_without_collateral(
     assert diagnosis.get("decoysNamed") in (None, []), diagnosis
 
 
-@_GAP
+@_DECOY_IMAGE
 def test_a_partition_no_object_shows_is_named_but_not_acted_on(
     run_dir: Path, records: dict[str, dict[str, Any]]
 ) -> None:
@@ -93,7 +92,6 @@ def test_a_partition_no_object_shows_is_named_but_not_acted_on(
     assert _actions(run_dir, record) == []
 
 
-@_GAP
 def test_each_fix_is_one_change_on_the_object_at_fault(
     run_dir: Path, records: dict[str, dict[str, Any]]
 ) -> None:
