@@ -147,6 +147,16 @@ class PostureScores(ApiModel):
     matched: int = Field(ge=0, description="Controls assessed correctly.")
     expected: int = Field(ge=0, description="Controls expected.")
     ttp_seconds: float | None = Field(default=None, description="Time to process, seconds.")
+    counterpart_passed: bool | None = Field(
+        default=None,
+        description="Whether the artefacts also gave the right posture on the scenario's other "
+        "variant (compliant for a non-compliant trial, and the reverse).",
+    )
+    live_only: bool = Field(
+        default=False,
+        description="The policy is pattern-style Kyverno: only a live cluster can evaluate it.",
+    )
+    reason: str = Field(default="", max_length=2000, description="Why it did or did not pass.")
 
 
 class FinOpsScores(ApiModel):
