@@ -16,7 +16,7 @@ from itbench.core.ciso.classes import CisoClass, class_of
 from itbench.core.ciso.faults import POLICY_SET_FAULT, SETTING_FAULT
 from itbench.core.ciso.host import HOST_TARGET
 from itbench.core.ciso.namespace import baseline_targets
-from itbench.core.ciso.settings import SETTINGS, State
+from itbench.core.ciso.settings import SETTINGS, State, setting_target
 from itbench.core.faults import get_fault
 from itbench.core.models.agent_io import PostureReport
 from itbench.core.models.compliance import (
@@ -25,7 +25,7 @@ from itbench.core.models.compliance import (
     VariantEvaluation,
     VerdictResult,
 )
-from itbench.core.models.scenario import PostureResult, Scenario
+from itbench.core.models.scenario import ExpectedPosture, PostureResult, Scenario
 from itbench.core.models.trial import PostureScores
 
 PASS, FAIL = PostureResult.PASS, PostureResult.FAIL
@@ -91,17 +91,37 @@ def environment_targets(scenario: Scenario) -> list[str]:
     return sorted(found)
 
 
+def fault_posture(scenario: Scenario) -> list[ExpectedPosture]:
+    """The posture each `ciso.setting` fault decides: its target fails when the setting is
+    configured non-compliantly and passes otherwise (the control id is the setting's)."""
+    out: list[ExpectedPosture] = []
+    for _n, setting_id, state, workload in setting_faults(scenario):
+        s = SETTINGS.get(setting_id)
+        if s is None or state not in ("compliant", "noncompliant"):
+            continue
+        out.append(
+            ExpectedPosture(
+                control_id=setting_id,
+                target=setting_target(s, workload),
+                result=FAIL if state == "noncompliant" else PASS,
+            )
+        )
+    return out
+
+
 def expected_posture(scenario: Scenario) -> dict[str, PostureResult]:
-    """The expected result of every assessed target of an instance."""
+    """The expected result of every assessed target of an instance: what its faults decide and
+    its ground truth lists; every other target of the assessed kinds passes."""
     expected = {target: PASS for target in environment_targets(scenario)}
-    for entry in scenario.spec.ground_truth.posture:
+    for entry in [*fault_posture(scenario), *scenario.spec.ground_truth.posture]:
         expected[entry.target.strip()] = entry.result
     return dict(sorted(expected.items()))
 
 
 def control_ids(scenario: Scenario) -> list[str]:
     """The control ids the scenario's ground truth assesses, in order, once each."""
-    return list(dict.fromkeys(e.control_id for e in scenario.spec.ground_truth.posture))
+    entries = [*fault_posture(scenario), *scenario.spec.ground_truth.posture]
+    return list(dict.fromkeys(e.control_id for e in entries))
 
 
 def counterpart(scenario: Scenario) -> Scenario:
