@@ -28,6 +28,11 @@ from itbench.core.models.agent_io import (
     PredictedEntity,
 )
 from itbench.core.models.base import Domain, TelemetryToggles
+from itbench.core.models.compliance import (
+    CollectionKind,
+    ComplianceSubmission,
+    EvidenceCollection,
+)
 from itbench.core.models.observations import (
     ActionResult,
     ActionVerb,
@@ -66,11 +71,14 @@ __all__ = [
     "Alert",
     "AlertState",
     "AsyncITBenchClient",
+    "CollectionKind",
+    "ComplianceSubmission",
     "ControlAssessment",
     "DiagnosisReport",
     "Domain",
     "EntityKind",
     "EventList",
+    "EvidenceCollection",
     "FaultCategory",
     "GroundTruth",
     "GroundTruthEntity",
@@ -384,7 +392,9 @@ class _Requests:
         return _Req("POST", self._trial("actions"), ActionResult.model_validate, json=action.wire())
 
     def submit(
-        self, report: str, body: DiagnosisReport | MitigationReport | PostureReport
+        self,
+        report: str,
+        body: DiagnosisReport | MitigationReport | PostureReport | ComplianceSubmission,
     ) -> _Req[SubmissionReceipt]:
         return _Req("POST", self._trial(report), SubmissionReceipt.model_validate, json=body.wire())
 
@@ -610,6 +620,11 @@ class ITBenchClient:
         """Submit the CISO posture report."""
         return self._call(self._r.submit("posture", report))
 
+    def submit_compliance(self, artefacts: ComplianceSubmission) -> SubmissionReceipt:
+        """Submit the CISO artefacts (a policy, or a collection and Rego); the platform
+        evaluates them on the trial's environment and on its other variant."""
+        return self._call(self._r.submit("compliance", artefacts))
+
     def oracle(self) -> GroundTruth:
         """The ground truth, when the run allows the oracle (403 otherwise)."""
         return self._call(self._r.oracle())
@@ -785,6 +800,10 @@ class AsyncITBenchClient:
     async def submit_posture(self, report: PostureReport) -> SubmissionReceipt:
         """Submit the CISO posture report."""
         return await self._call(self._r.submit("posture", report))
+
+    async def submit_compliance(self, artefacts: ComplianceSubmission) -> SubmissionReceipt:
+        """Submit the CISO artefacts (see `ITBenchClient.submit_compliance`)."""
+        return await self._call(self._r.submit("compliance", artefacts))
 
     async def oracle(self) -> GroundTruth:
         """The ground truth, when the run allows the oracle."""

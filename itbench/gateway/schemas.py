@@ -57,7 +57,7 @@ class TaskDescription(ApiModel):
     )
     requirement: str = Field(default="", description="CISO: the compliance requirement to assess.")
     telemetry: TelemetryToggles = Field(description="The signals available in this trial.")
-    tasks: list[Literal["diagnosis", "mitigation", "posture"]] = Field(
+    tasks: list[Literal["diagnosis", "mitigation", "posture", "compliance"]] = Field(
         description="The reports this trial expects."
     )
     output_schemas: dict[str, Any] = Field(
@@ -97,7 +97,9 @@ class SubmissionReceipt(ApiModel):
     """An accepted report."""
 
     trial_id: str = Field(description="Trial id.")
-    report: Literal["diagnosis", "mitigation", "posture"] = Field(description="Which report.")
+    report: Literal["diagnosis", "mitigation", "posture", "compliance"] = Field(
+        description="Which report."
+    )
     accepted_at: datetime = Field(description="When it was accepted (environment time).")
 
 

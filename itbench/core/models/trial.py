@@ -18,6 +18,7 @@ from itbench.core.models.base import (
 )
 from itbench.core.models.benchmark_run import EnvironmentSpec, Timeouts
 from itbench.core.models.scenario import ParameterValue, Split
+from itbench.core.models.compliance import ComplianceEvaluation
 
 
 class TrialPhase(StrEnum):
@@ -193,6 +194,12 @@ class AgentOutput(ApiModel):
     diagnosis: DiagnosisReport | None = Field(default=None, description="Diagnosis report.")
     mitigation: MitigationReport | None = Field(default=None, description="Mitigation report.")
     posture: PostureReport | None = Field(default=None, description="Posture report.")
+    compliance: ComplianceEvaluation | None = Field(
+        default=None, description="CISO: the platform's evaluation of the accepted artefacts."
+    )
+    compliance_submitted_at: datetime | None = Field(
+        default=None, description="CISO: when the artefacts were accepted."
+    )
     diagnosis_submitted_at: datetime | None = Field(
         default=None, description="When the diagnosis was accepted."
     )

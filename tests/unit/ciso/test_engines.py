@@ -38,9 +38,7 @@ def test_a_policy_that_never_finishes_is_stopped_and_the_engine_replaced() -> No
     box = EngineSandbox(timeout_seconds=1.0)
     try:
         # Enumerating ten billion numbers takes far longer than the limit.
-        module = (
-            "package cis\n\nn := count([x | some x in numbers.range(1, 10000000000)])\n"
-        )
+        module = "package cis\n\nn := count([x | some x in numbers.range(1, 10000000000)])\n"
         first = box.call({"op": "rego-eval", "module": module, "input": {}})
         assert first["ok"] is False
         assert first.get("timeout") or first.get("crashed") or "memory" in first["error"]

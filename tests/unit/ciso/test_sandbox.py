@@ -24,12 +24,12 @@ def _script(text: str) -> sandbox.CollectionResult:
 
 def test_a_script_reads_host_files_commands_and_kubectl() -> None:
     result = _script(
-        'root=$(sshd -T | awk \'$1=="permitrootlogin"{print $2}\')\n'
+        "root=$(sshd -T | awk '$1==\"permitrootlogin\"{print $2}')\n"
         "mode=$(stat -c %a /etc/shadow)\n"
         "n=$(kubectl get deployments -n otel-demo -o json | python3 -c "
         "'import json,sys; print(len(json.load(sys.stdin)[\"items\"]))')\n"
         'printf \'{"root":"%s","mode":"%s","deployments":%s}\' "$root" "$mode" "$n" '
-        "> \"$ITBENCH_EVIDENCE\"\n"
+        '> "$ITBENCH_EVIDENCE"\n'
     )
     assert result.ok, result.problem or result.stderr
     assert result.evidence == {"root": "no", "mode": "0", "deployments": 10}

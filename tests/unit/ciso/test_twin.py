@@ -45,7 +45,9 @@ def test_host_settings_patch_the_host_and_rbac_settings_create_objects() -> None
     env.inject("r", _changes(SETTING_FAULT, setting="role-wildcard", state="compliant"))
     (role,) = env.get_objects("roles", "release-manager")
     assert role["rules"][0]["verbs"] == ["get", "list", "watch", "patch"]
-    env.inject("p", _changes(POLICY_SET_FAULT, set="pod-security-baseline", update="restrict-seccomp"))
+    env.inject(
+        "p", _changes(POLICY_SET_FAULT, set="pod-security-baseline", update="restrict-seccomp")
+    )
     assert len(env.get_objects("validatingpolicies")) == 6
 
 
@@ -54,8 +56,8 @@ def test_an_injection_that_fails_half_way_is_undone() -> None:
     with pytest.raises(EnvironmentFailure, match="already exists"):
         env.inject(
             "x",
-            _changes(SETTING_FAULT, setting="default-sa-automount", state="noncompliant")
-            + [
+            [
+                *_changes(SETTING_FAULT, setting="default-sa-automount", state="noncompliant"),
                 *_changes(SETTING_FAULT, setting="role-wildcard", state="compliant"),
                 *_changes(SETTING_FAULT, setting="role-wildcard", state="compliant"),
             ],
