@@ -12,6 +12,7 @@ recorded with its reason and the variant fails.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -319,14 +320,19 @@ def evaluate_submission(
         )
     variants = [("trial", scenario), ("counterpart", counterpart(scenario))]
     engine = box or engines()
+    started = time.monotonic()
     try:
         if CLASS_RULES[cls].policy == "kyverno":
             if not submission.kyverno.strip():
-                return ComplianceEvaluation(
+                evaluation = ComplianceEvaluation(
                     submitted=True,
                     problem=f"MissingPolicy: the {cls.value} class takes `kyverno` (policy YAML)",
                 )
-            return _kyverno(submission, scenario, cls, variants, engine)
-        return _rego(submission, variants, engine, collection_timeout)
+            else:
+                evaluation = _kyverno(submission, scenario, cls, variants, engine)
+        else:
+            evaluation = _rego(submission, variants, engine, collection_timeout)
     except EngineUnavailableError as exc:
-        return ComplianceEvaluation(submitted=True, problem=str(exc), platform_error=True)
+        evaluation = ComplianceEvaluation(submitted=True, problem=str(exc), platform_error=True)
+    seconds = round(time.monotonic() - started, 3)
+    return evaluation.model_copy(update={"evaluation_seconds": seconds})

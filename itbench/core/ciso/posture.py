@@ -225,6 +225,14 @@ def score_compliance(
             live_only=True,
             reason=f"LiveOnly: {evaluation.problem}",
         )
+    if evaluation.platform_error:
+        return PostureScores(
+            passed=False,
+            matched=0,
+            expected=total,
+            ttp_seconds=ttp,
+            reason=f"PlatformError: {evaluation.problem or 'the evaluation could not run'}",
+        )
     if evaluation.problem or not evaluation.variants:
         return PostureScores(
             passed=False,

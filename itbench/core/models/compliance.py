@@ -131,6 +131,9 @@ class ComplianceEvaluation(ApiModel):
     variants: list[VariantEvaluation] = Field(
         default_factory=list, description="The trial's variant first, then the counterpart."
     )
+    evaluation_seconds: float = Field(
+        default=0.0, ge=0, description="Wall-clock seconds the platform took to evaluate them."
+    )
 
     def summary(self) -> dict[str, Any]:
         """A compact view for logs and records."""
