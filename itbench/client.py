@@ -51,7 +51,11 @@ from itbench.core.models.scenario import (
     PropagationEdge,
 )
 from itbench.gateway.schemas import (
+    CollectionRun,
     EventList,
+    HostAnswer,
+    HostCommand,
+    HostFiles,
     KubectlDescribe,
     KubectlGet,
     PodLogs,
@@ -367,6 +371,22 @@ class _Requests:
             _params(kind=kind, name=name),
         )
 
+    def host_files(self, path: str | None) -> _Req[HostFiles]:
+        return _Req("GET", self._trial("host/files"), HostFiles.model_validate, _params(path=path))
+
+    def host_command(self, argv: list[str]) -> _Req[HostAnswer]:
+        return _Req(
+            "POST",
+            self._trial("host/commands"),
+            HostAnswer.model_validate,
+            json=HostCommand(argv=argv).wire(),
+        )
+
+    def collect(self, collection: EvidenceCollection) -> _Req[CollectionRun]:
+        return _Req(
+            "POST", self._trial("collections"), CollectionRun.model_validate, json=collection.wire()
+        )
+
     def describe(self, kind: str, name: str) -> _Req[KubectlDescribe]:
         return _Req(
             "GET",
@@ -591,6 +611,18 @@ class ITBenchClient:
         """`kubectl get`."""
         return self._call(self._r.get(kind, name))
 
+    def host_files(self, path: str | None = None) -> HostFiles:
+        """CISO: the RHEL9 host's files (every path, or one file with its text)."""
+        return self._call(self._r.host_files(path))
+
+    def host_command(self, argv: list[str]) -> HostAnswer:
+        """CISO: one of the RHEL9 host's read-only commands (e.g. ["sshd", "-T"])."""
+        return self._call(self._r.host_command(argv))
+
+    def collect(self, collection: EvidenceCollection) -> CollectionRun:
+        """CISO: try an evidence collection in the sandbox against the trial's environment."""
+        return self._call(self._r.collect(collection))
+
     def describe(self, kind: str, name: str) -> KubectlDescribe:
         """`kubectl describe`."""
         return self._call(self._r.describe(kind, name))
@@ -772,6 +804,18 @@ class AsyncITBenchClient:
     async def get(self, kind: str, name: str | None = None) -> KubectlGet:
         """`kubectl get`."""
         return await self._call(self._r.get(kind, name))
+
+    async def host_files(self, path: str | None = None) -> HostFiles:
+        """CISO: the RHEL9 host's files (see `ITBenchClient.host_files`)."""
+        return await self._call(self._r.host_files(path))
+
+    async def host_command(self, argv: list[str]) -> HostAnswer:
+        """CISO: one of the RHEL9 host's read-only commands."""
+        return await self._call(self._r.host_command(argv))
+
+    async def collect(self, collection: EvidenceCollection) -> CollectionRun:
+        """CISO: try an evidence collection in the sandbox."""
+        return await self._call(self._r.collect(collection))
 
     async def describe(self, kind: str, name: str) -> KubectlDescribe:
         """`kubectl describe`."""
