@@ -17,6 +17,8 @@ from typing import Any
 
 MEMORY_BYTES = 2 * 1024**3
 """Address space the child may use (2 GiB)."""
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+"""Largest answer the parent reads (a policy whose result is larger fails with that reason)."""
 MAX_POLICY_BYTES = 64 * 1024
 MAX_POLICY_LINES = 4000
 MAX_POLICY_COLUMNS = 1000
@@ -146,7 +148,16 @@ def _serve() -> None:
             answer = {"ok": False, "error": "the evaluation ran out of memory", "memory": True}
         except Exception as exc:
             answer = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
-        stdout.write(json.dumps(answer, default=str).encode() + b"\n")
+        line = json.dumps(answer, default=str).encode()
+        if len(line) > MAX_ANSWER_BYTES:
+            line = json.dumps(
+                {
+                    "ok": False,
+                    "error": f"the result is {len(line)} bytes, more than the "
+                    f"{MAX_ANSWER_BYTES // (1024 * 1024)} MiB the platform reads",
+                }
+            ).encode()
+        stdout.write(line + b"\n")
         stdout.flush()
 
 

@@ -107,3 +107,15 @@ def test_pattern_style_kyverno_is_live_only(sandbox: EngineSandbox) -> None:
     assert answer["ok"] is False
     assert answer["liveOnly"] is True
     assert "pattern" in answer["error"]
+
+
+def test_a_huge_result_is_refused_with_its_size(sandbox: EngineSandbox) -> None:
+    module = (
+        "package cis\n\n"
+        'violations := {sprintf("Role/%d", [n]) | some n in numbers.range(1, 400000)}\n'
+    )
+    answer = sandbox.call({"op": "rego-eval", "module": module, "input": {}}, 30.0)
+    assert answer["ok"] is False
+    assert "more than the 4 MiB" in answer["error"]
+    again = sandbox.call({"op": "rego-eval", "module": "package cis\n\nok := true\n", "input": {}})
+    assert again["value"] == {"ok": True}
