@@ -17,8 +17,8 @@ from itbench.core.models.base import (
     TelemetryToggles,
 )
 from itbench.core.models.benchmark_run import EnvironmentSpec, Timeouts
-from itbench.core.models.scenario import ParameterValue, Split
 from itbench.core.models.compliance import ComplianceEvaluation
+from itbench.core.models.scenario import ParameterValue, Split
 
 
 class TrialPhase(StrEnum):
