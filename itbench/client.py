@@ -28,6 +28,11 @@ from itbench.core.models.agent_io import (
     PredictedEntity,
 )
 from itbench.core.models.base import Domain, TelemetryToggles
+from itbench.core.models.compliance import (
+    CollectionKind,
+    ComplianceSubmission,
+    EvidenceCollection,
+)
 from itbench.core.models.observations import (
     ActionResult,
     ActionVerb,
@@ -46,7 +51,11 @@ from itbench.core.models.scenario import (
     PropagationEdge,
 )
 from itbench.gateway.schemas import (
+    CollectionRun,
     EventList,
+    HostAnswer,
+    HostCommand,
+    HostFiles,
     KubectlDescribe,
     KubectlGet,
     PodLogs,
@@ -66,11 +75,14 @@ __all__ = [
     "Alert",
     "AlertState",
     "AsyncITBenchClient",
+    "CollectionKind",
+    "ComplianceSubmission",
     "ControlAssessment",
     "DiagnosisReport",
     "Domain",
     "EntityKind",
     "EventList",
+    "EvidenceCollection",
     "FaultCategory",
     "GroundTruth",
     "GroundTruthEntity",
@@ -359,6 +371,22 @@ class _Requests:
             _params(kind=kind, name=name),
         )
 
+    def host_files(self, path: str | None) -> _Req[HostFiles]:
+        return _Req("GET", self._trial("host/files"), HostFiles.model_validate, _params(path=path))
+
+    def host_command(self, argv: list[str]) -> _Req[HostAnswer]:
+        return _Req(
+            "POST",
+            self._trial("host/commands"),
+            HostAnswer.model_validate,
+            json=HostCommand(argv=argv).wire(),
+        )
+
+    def collect(self, collection: EvidenceCollection) -> _Req[CollectionRun]:
+        return _Req(
+            "POST", self._trial("collections"), CollectionRun.model_validate, json=collection.wire()
+        )
+
     def describe(self, kind: str, name: str) -> _Req[KubectlDescribe]:
         return _Req(
             "GET",
@@ -384,7 +412,9 @@ class _Requests:
         return _Req("POST", self._trial("actions"), ActionResult.model_validate, json=action.wire())
 
     def submit(
-        self, report: str, body: DiagnosisReport | MitigationReport | PostureReport
+        self,
+        report: str,
+        body: DiagnosisReport | MitigationReport | PostureReport | ComplianceSubmission,
     ) -> _Req[SubmissionReceipt]:
         return _Req("POST", self._trial(report), SubmissionReceipt.model_validate, json=body.wire())
 
@@ -581,6 +611,18 @@ class ITBenchClient:
         """`kubectl get`."""
         return self._call(self._r.get(kind, name))
 
+    def host_files(self, path: str | None = None) -> HostFiles:
+        """CISO: the RHEL9 host's files (every path, or one file with its text)."""
+        return self._call(self._r.host_files(path))
+
+    def host_command(self, argv: list[str]) -> HostAnswer:
+        """CISO: one of the RHEL9 host's read-only commands (e.g. ["sshd", "-T"])."""
+        return self._call(self._r.host_command(argv))
+
+    def collect(self, collection: EvidenceCollection) -> CollectionRun:
+        """CISO: try an evidence collection in the sandbox against the trial's environment."""
+        return self._call(self._r.collect(collection))
+
     def describe(self, kind: str, name: str) -> KubectlDescribe:
         """`kubectl describe`."""
         return self._call(self._r.describe(kind, name))
@@ -609,6 +651,11 @@ class ITBenchClient:
     def submit_posture(self, report: PostureReport) -> SubmissionReceipt:
         """Submit the CISO posture report."""
         return self._call(self._r.submit("posture", report))
+
+    def submit_compliance(self, artefacts: ComplianceSubmission) -> SubmissionReceipt:
+        """Submit the CISO artefacts (a policy, or a collection and Rego); the platform
+        evaluates them on the trial's environment and on its other variant."""
+        return self._call(self._r.submit("compliance", artefacts))
 
     def oracle(self) -> GroundTruth:
         """The ground truth, when the run allows the oracle (403 otherwise)."""
@@ -758,6 +805,18 @@ class AsyncITBenchClient:
         """`kubectl get`."""
         return await self._call(self._r.get(kind, name))
 
+    async def host_files(self, path: str | None = None) -> HostFiles:
+        """CISO: the RHEL9 host's files (see `ITBenchClient.host_files`)."""
+        return await self._call(self._r.host_files(path))
+
+    async def host_command(self, argv: list[str]) -> HostAnswer:
+        """CISO: one of the RHEL9 host's read-only commands."""
+        return await self._call(self._r.host_command(argv))
+
+    async def collect(self, collection: EvidenceCollection) -> CollectionRun:
+        """CISO: try an evidence collection in the sandbox."""
+        return await self._call(self._r.collect(collection))
+
     async def describe(self, kind: str, name: str) -> KubectlDescribe:
         """`kubectl describe`."""
         return await self._call(self._r.describe(kind, name))
@@ -785,6 +844,10 @@ class AsyncITBenchClient:
     async def submit_posture(self, report: PostureReport) -> SubmissionReceipt:
         """Submit the CISO posture report."""
         return await self._call(self._r.submit("posture", report))
+
+    async def submit_compliance(self, artefacts: ComplianceSubmission) -> SubmissionReceipt:
+        """Submit the CISO artefacts (see `ITBenchClient.submit_compliance`)."""
+        return await self._call(self._r.submit("compliance", artefacts))
 
     async def oracle(self) -> GroundTruth:
         """The ground truth, when the run allows the oracle."""

@@ -6,6 +6,7 @@ refuses `/oracle` and the agent only reports FINISHED.
 
 from __future__ import annotations
 
+from agents.ciso_reference.agent import artefacts as ciso_artefacts
 from agents.routines import begin, finish, ref, wait_for_quiet
 from itbench.client import (
     ControlAssessment,
@@ -65,6 +66,10 @@ def run(client: ITBenchClient) -> None:
         finish(client)
         return
     if task.domain == Domain.CISO:
+        # A CISO trial is scored on artefacts: the oracle submits the reference ones.
+        artefacts = ciso_artefacts(client, task)
+        if artefacts is not None:
+            client.submit_compliance(artefacts)
         client.submit_posture(
             PostureReport(
                 assessments=[

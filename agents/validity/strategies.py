@@ -16,9 +16,12 @@ from agents.routines import begin, finish, ref, task_seed
 from itbench.client import (
     ActionVerb,
     AgentAction,
+    CollectionKind,
+    ComplianceSubmission,
     DiagnosisReport,
     Domain,
     EntityKind,
+    EvidenceCollection,
     FaultCategory,
     ITBenchAPIError,
     ITBenchClient,
@@ -145,12 +148,54 @@ def _report(client: ITBenchClient, done: list[str], why: str) -> None:
     client.submit_mitigation(MitigationReport(actions=done[:200], resolved=True, reasoning=why))
 
 
-def _skip_ciso(client: ITBenchClient, task: TaskDescription) -> bool:
+def _skip_ciso(client: ITBenchClient, task: TaskDescription, verdict: bool | None = None) -> bool:
+    """On a CISO trial: submit a posture report and, when `verdict` is given, artefacts that
+    give every target that verdict (True: always compliant, False: always violating)."""
     if task.domain != Domain.CISO:
         return False
+    if verdict is not None:
+        client.submit_compliance(_fixed_artefacts(task, verdict))
     client.submit_posture(PostureReport(reasoning="no assessment"))
     finish(client)
     return True
+
+
+def _fixed_artefacts(task: TaskDescription, verdict: bool) -> ComplianceSubmission:
+    """Artefacts in the form the requirement asks for that decide nothing: every target gets
+    `verdict` whatever the environment holds."""
+    cel = "true" if verdict else "false"
+    if "Submit `kyverno`" in task.requirement:
+        policy = {
+            "apiVersion": "policies.kyverno.io/v1",
+            "kind": "ValidatingPolicy",
+            "metadata": {"name": "fixed"},
+            "spec": {
+                "matchConstraints": {
+                    "resourceRules": [
+                        {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}
+                    ]
+                },
+                "validations": [{"expression": cel, "message": "fixed"}],
+            },
+        }
+        return ComplianceSubmission(kyverno=json.dumps(policy), reasoning="a fixed answer")
+    collection = (
+        f"kubectl get deployments,roles,rolebindings,serviceaccounts,namespaces -n "
+        f'{task.namespace} -o json > "$ITBENCH_EVIDENCE"\n'
+    )
+    rules = (
+        "compliant := true\n\nviolations := set()\n"
+        if verdict
+        else "compliant := false\n\nviolations := "
+        '{sprintf("%s/%s", [i.kind, i.metadata.name]) | some i in input.items}\n'
+    )
+    if "Host/" in task.requirement:
+        rules = f"compliant := {'true' if verdict else 'false'}\n"
+    return ComplianceSubmission(
+        rego="package cis\n\nimport rego.v1\n\n" + rules,
+        collection=EvidenceCollection(kind=CollectionKind.SCRIPT, content=collection),
+        reasoning="a fixed answer",
+    )
 
 
 def _flags(client: ITBenchClient) -> dict[str, dict[str, Any]]:
@@ -223,18 +268,20 @@ def alert_echo(client: ITBenchClient) -> None:
 
 
 def fixed_answer(client: ITBenchClient) -> None:
-    """Gives the same answer to every incident: the flag ConfigMap."""
+    """Gives the same answer to every incident: the flag ConfigMap (CISO: every target
+    compliant)."""
     task = begin(client)
-    if _skip_ciso(client, task):
+    if _skip_ciso(client, task, verdict=True):
         return
     _diagnose(client, [("ConfigMap", FLAGD_CONFIGMAP)], "it is always the flags", _by_kind)
     finish(client)
 
 
 def shotgun_diagnosis(client: ITBenchClient) -> None:
-    """Names every workload, Service and flag as a root cause, to be sure to hit it."""
+    """Names every workload, Service and flag as a root cause, to be sure to hit it (CISO:
+    every target violating)."""
     task = begin(client)
-    if _skip_ciso(client, task):
+    if _skip_ciso(client, task, verdict=False):
         return
     roots = [("Deployment", _meta(d).get("name", "")) for d in _names(client, "deployments")]
     roots += [("Service", _meta(s).get("name", "")) for s in _names(client, "services")]

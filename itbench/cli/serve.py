@@ -20,7 +20,7 @@ from itbench.core.models.benchmark_run import Timeouts
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialStatus
 from itbench.core.runner import new_status
-from itbench.environments.sim.environment import SimEnvironment
+from itbench.environments.sim.twins import twin_for
 from itbench.execution.agents import AgentProblemError, from_command
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import AgentRunner, drive_trial
@@ -85,7 +85,7 @@ def practice_trial(
         timeouts=Timeouts(agent_seconds=agent_seconds),
         allow_oracle=allow_oracle,
     )
-    env = SimEnvironment.for_scenario(scenario, seed=plan.seed)
+    env = twin_for(scenario, seed=plan.seed)
     registry = SessionRegistry()
     ctx = plan.context(agent_name=PRACTICE_AGENT)
     executor = TrialExecutor(ctx, env, registry, MemoryEvidenceStore(), virtual_time=True)

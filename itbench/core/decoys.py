@@ -101,7 +101,7 @@ def _annotate(kind: str, name: str, namespace: str, key: str, value: str) -> Obj
 
 
 def decoys_for(scenario: Scenario, seed: int) -> list[Decoy]:
-    """The benign changes of one trial, drawn from its seed.
+    """The benign changes of one trial, drawn from its seed (none in CISO scenarios).
 
     Two to four changes: a rollout of an uninvolved workload always; then, each with some
     chance, a second rollout, a scale-up of an uninvolved workload (not in FinOps scenarios,
@@ -111,6 +111,8 @@ def decoys_for(scenario: Scenario, seed: int) -> list[Decoy]:
         scenario: The scenario (its involved objects are never touched).
         seed: The trial's seed.
     """
+    if scenario.spec.domain == Domain.CISO:
+        return []  # the compliance twin has no rollouts, scaling or flags to stir
     rng = random.Random(f"{seed}/decoys/{scenario.name}")
     namespace = scenario.spec.environment.namespace
     involved = involved_names(scenario)

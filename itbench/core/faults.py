@@ -263,5 +263,6 @@ def fault_arg_errors(fault_id: str, args: Mapping[str, Any]) -> list[tuple[str, 
 
 
 def _load_library() -> None:
-    # The definitions live in a sibling module so this one stays a small public surface.
+    # The definitions live in sibling modules so this one stays a small public surface.
     from itbench.core import fault_library  # noqa: F401
+    from itbench.core.ciso import faults as _ciso  # noqa: F401

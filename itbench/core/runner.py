@@ -26,6 +26,7 @@ from itbench.core.models.base import (
     TelemetryToggles,
     set_condition,
 )
+from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.observations import Alert, AlertInterval, AlertState, EnvironmentSnapshot
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import (
@@ -254,6 +255,8 @@ class AgentProgress:
         mitigation: Its accepted mitigation report.
         posture: Its accepted posture report.
         posture_at: When the posture report was accepted.
+        compliance: The evaluation of its accepted CISO artefacts.
+        compliance_at: When the artefacts were accepted.
         rejected_submissions: Submissions rejected by validation.
         error: Why the agent's process crashed, if it did.
     """
@@ -266,6 +269,8 @@ class AgentProgress:
     mitigation: MitigationReport | None = None
     posture: PostureReport | None = None
     posture_at: datetime | None = None
+    compliance: ComplianceEvaluation | None = None
+    compliance_at: datetime | None = None
     rejected_submissions: int = 0
     error: str = ""
 
@@ -871,6 +876,8 @@ def _to_evaluating(
         diagnosis=agent.diagnosis,
         mitigation=agent.mitigation,
         posture=agent.posture,
+        compliance=agent.compliance,
+        compliance_submitted_at=agent.compliance_at,
         diagnosis_submitted_at=agent.diagnosis_at,
         rejected_submissions=agent.rejected_submissions,
     )

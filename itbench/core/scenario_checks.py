@@ -20,7 +20,7 @@ from typing import Any
 from itbench.core.alert_rules import RULE_NAME, AlertRule, alert_rules
 from itbench.core.excerpts import excerpt
 from itbench.core.faults import get_fault
-from itbench.core.models.base import API_VERSION
+from itbench.core.models.base import API_VERSION, Domain
 from itbench.core.models.scenario import EntityKind, Scenario
 from itbench.core.shop import (
     FLAG_BY_KEY,
@@ -116,6 +116,24 @@ def shop_inventory() -> Inventory:
         alert_severities={r.name: r.labels.get("severity", "") for r in rules},
         span_services=frozenset(s.name for s in SERVICES if s.instrumented),
         consumer_groups=frozenset(k.group for k in KAFKA_CONSUMERS),
+    )
+
+
+@lru_cache(maxsize=1)
+def compliance_inventory() -> Inventory:
+    """The CISO scenarios' environment: the hardened namespace and the RHEL9 host."""
+    from itbench.core.ciso.host import HOSTNAME
+    from itbench.core.ciso.namespace import baseline_objects
+
+    objects = {(str(o["kind"]), str(o["metadata"]["name"])) for o in baseline_objects()}
+    objects.add(("Host", HOSTNAME))
+    return Inventory(
+        objects=frozenset(objects),
+        flags=frozenset(),
+        alert_labels={},
+        alert_severities={},
+        span_services=frozenset(),
+        consumer_groups=frozenset(),
     )
 
 
@@ -380,7 +398,10 @@ def reference_findings(scenario: Scenario, inventory: Inventory | None = None) -
         scenario: A scenario that passed the schema.
         inventory: The application's objects [default: the Astronomy Shop].
     """
-    shop = _Shop(inventory or shop_inventory(), scenario.spec.environment.namespace)
+    if inventory is None:
+        ciso = scenario.spec.domain == Domain.CISO
+        inventory = compliance_inventory() if ciso else shop_inventory()
+    shop = _Shop(inventory, scenario.spec.environment.namespace)
     findings: list[Finding] = []
     problem = name_problem("Namespace", shop.namespace)
     if problem:

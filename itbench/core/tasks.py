@@ -44,7 +44,10 @@ FALSE_ALARM_TASKS: dict[Domain, str] = {
 
 
 def mitigation_applies(scenario: Scenario) -> bool:
-    """Whether the agent can reach every injected fault's cause (no injector-side fault)."""
+    """Whether the agent can reach every injected fault's cause (no injector-side fault); never
+    in CISO, whose trials assess and do not repair."""
+    if scenario.spec.domain == Domain.CISO:
+        return False
     return all(get_fault(f.id).agent_reachable for f in scenario.spec.faults)
 
 

@@ -23,7 +23,8 @@ from itbench.core.models.agent_record import AgentInfo
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.trial import TimelineEntry, TrialPhase, TrialStatus
 from itbench.core.runner import Reason, RunnerConfig, new_status
-from itbench.environments.sim.environment import DEFAULT_START, SimEnvironment
+from itbench.environments.sim.environment import DEFAULT_START
+from itbench.environments.sim.twins import twin_for
 from itbench.execution.agents import builtin
 from itbench.execution.artefacts import RunStore
 from itbench.execution.driver import AgentRunner, drive_trial
@@ -124,7 +125,7 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
     store = RunStore(Path(root)) if root is not None else None
     worker = _worker()
     scenario = plan.scenario
-    env = SimEnvironment.for_scenario(scenario, seed=plan.seed)
+    env = twin_for(scenario, seed=plan.seed)
     ctx = plan.context()
     executor = TrialExecutor(ctx, env, worker.registry, MemoryEvidenceStore(), virtual_time=True)
     previous = store.load_status(plan.name) if store is not None else None

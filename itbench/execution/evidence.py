@@ -15,6 +15,7 @@ from pydantic import Field
 
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.base import ApiModel
+from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.observations import EnvironmentSnapshot
 
 
@@ -29,6 +30,10 @@ class AgentRecord(ApiModel):
     mitigation: MitigationReport | None = Field(default=None, description="Accepted mitigation.")
     posture: PostureReport | None = Field(default=None, description="Accepted posture report.")
     posture_at: str | None = Field(default=None, description="When it was accepted.")
+    compliance: ComplianceEvaluation | None = Field(
+        default=None, description="The evaluation of the accepted CISO artefacts."
+    )
+    compliance_at: str | None = Field(default=None, description="When they were accepted.")
     rejected_submissions: int = Field(default=0, description="Rejected submissions.")
     error: str = Field(default="", description="Why the agent crashed, if it did.")
     audit: list[dict[str, Any]] = Field(

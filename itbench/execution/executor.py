@@ -189,6 +189,8 @@ class TrialExecutor:
                 mitigation=session.mitigation,
                 posture=session.posture,
                 posture_at=session.posture_at,
+                compliance=session.compliance,
+                compliance_at=session.compliance_at,
                 rejected_submissions=session.rejected_submissions,
                 error=self.agent_error,
             )
@@ -208,6 +210,8 @@ class TrialExecutor:
             mitigation=record.mitigation,
             posture=record.posture,
             posture_at=_time(record.posture_at),
+            compliance=record.compliance,
+            compliance_at=_time(record.compliance_at),
             rejected_submissions=record.rejected_submissions,
             error=record.error or self.agent_error,
         )
@@ -291,6 +295,8 @@ class TrialExecutor:
                 mitigation=session.mitigation,
                 posture=session.posture,
                 posture_at=_iso(session.posture_at),
+                compliance=session.compliance,
+                compliance_at=_iso(session.compliance_at),
                 rejected_submissions=session.rejected_submissions,
                 error=self.agent_error,
                 audit=[entry.as_dict() for entry in session.audit],

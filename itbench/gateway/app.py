@@ -19,12 +19,12 @@ from itbench import __version__
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.observations import AgentAction
 from itbench.gateway.problems import Problem, install_handlers
-from itbench.gateway.routes import act, observe, oracle, protocol, submit
+from itbench.gateway.routes import act, host, observe, oracle, protocol, submit
 from itbench.gateway.routes.deps import endpoint_wrapper
 from itbench.gateway.schemas import WaitRequest
 from itbench.gateway.sessions import SessionRegistry
 
-ROUTERS = (protocol, observe, act, submit, oracle)
+ROUTERS = (protocol, observe, host, act, submit, oracle)
 """The router modules, in the order of docs/agent-api.md."""
 
 

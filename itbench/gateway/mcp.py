@@ -18,10 +18,12 @@ from pydantic import BaseModel
 
 from itbench import __version__
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
+from itbench.core.models.compliance import ComplianceSubmission
 from itbench.core.models.observations import AgentAction
 from itbench.gateway import operations
 from itbench.gateway.errors import CallError
 from itbench.gateway.operations import Origin
+from itbench.gateway.operations import host as host_ops
 from itbench.gateway.operations.protocol import ReportName
 from itbench.gateway.sessions import TrialSession
 
@@ -230,6 +232,29 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
     def act(ctx: Context, action: dict[str, Any]) -> str:
         return tools.call(ctx, "act", operations.act, action)
 
+    @server.tool(
+        description="CISO: the RHEL9 host's files (every path with mode and owners, or one "
+        "file's text). Example: host_files(path='/etc/ssh/sshd_config')"
+    )
+    def host_files(ctx: Context, path: str | None = None) -> str:
+        return tools.call(ctx, "host_files", host_ops.host_files, path)
+
+    @server.tool(
+        description="CISO: one of the RHEL9 host's read-only commands (sshd -T, systemctl, "
+        "rpm -q, sysctl, getenforce, ...). Example: host_command(argv=['sshd', '-T'])"
+    )
+    def host_command(ctx: Context, argv: list[str]) -> str:
+        return tools.call(ctx, "host_command", host_ops.host_command, {"argv": argv})
+
+    @server.tool(
+        description="CISO: try an evidence collection (kind script or playbook) in the "
+        "sandbox against a read-only copy of the trial's environment; answers the evidence "
+        "it wrote to $ITBENCH_EVIDENCE or why none. Example: try_collection(collection="
+        "{'kind': 'script', 'content': 'sshd -T > /tmp/t; ...'})"
+    )
+    def try_collection(ctx: Context, collection: dict[str, Any]) -> str:
+        return tools.call(ctx, "try_collection", host_ops.try_collection, collection)
+
     def report_tool(report: ReportName, model: type[BaseModel], example: str) -> None:
         def submit(ctx: Context, report_body: dict[str, Any]) -> str:
             return tools.call(ctx, f"submit_{report}", _submitter(report), report_body)
@@ -251,6 +276,12 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         "'reasoning': '...'}",
     )
     report_tool("mitigation", MitigationReport, "{'actions': ['rolled back checkout']}")
+    report_tool(
+        "compliance",
+        ComplianceSubmission,
+        "{'kyverno': 'apiVersion: policies.kyverno.io/v1\\nkind: ValidatingPolicy\\n...'} or "
+        "{'rego': 'package cis ...', 'collection': {'kind': 'script', 'content': '...'}}",
+    )
     report_tool(
         "posture",
         PostureReport,

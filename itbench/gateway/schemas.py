@@ -57,7 +57,7 @@ class TaskDescription(ApiModel):
     )
     requirement: str = Field(default="", description="CISO: the compliance requirement to assess.")
     telemetry: TelemetryToggles = Field(description="The signals available in this trial.")
-    tasks: list[Literal["diagnosis", "mitigation", "posture"]] = Field(
+    tasks: list[Literal["diagnosis", "mitigation", "posture", "compliance"]] = Field(
         description="The reports this trial expects."
     )
     output_schemas: dict[str, Any] = Field(
@@ -97,7 +97,9 @@ class SubmissionReceipt(ApiModel):
     """An accepted report."""
 
     trial_id: str = Field(description="Trial id.")
-    report: Literal["diagnosis", "mitigation", "posture"] = Field(description="Which report.")
+    report: Literal["diagnosis", "mitigation", "posture", "compliance"] = Field(
+        description="Which report."
+    )
     accepted_at: datetime = Field(description="When it was accepted (environment time).")
 
 
@@ -140,3 +142,51 @@ class TopologyView(ApiModel):
 
     nodes: list[dict[str, Any]] = Field(default_factory=list, description="Entities.")
     edges: list[dict[str, Any]] = Field(default_factory=list, description="Typed edges.")
+
+
+class HostFile(ApiModel):
+    """One file of the trial's RHEL9 host (CISO)."""
+
+    path: str = Field(description="Absolute path.")
+    mode: str = Field(description="Permission bits, octal (e.g. 0644).")
+    owner: str = Field(description="Owning user.")
+    group: str = Field(description="Owning group.")
+    content: str | None = Field(default=None, description="The text (only when one file is read).")
+
+
+class HostFiles(ApiModel):
+    """Files of the trial's RHEL9 host: every one (without content) or the one asked for."""
+
+    host: str = Field(description="The host's name.")
+    files: list[HostFile] = Field(default_factory=list, description="The files.")
+
+
+class HostCommand(ApiModel):
+    """A read-only command for the trial's RHEL9 host (sshd -T, systemctl is-enabled, rpm -q,
+    sysctl, getenforce, sestatus, auditctl -l, modprobe -n -v, lsmod, findmnt, ...)."""
+
+    argv: list[str] = Field(
+        min_length=1, max_length=64, description="The command and its arguments."
+    )
+
+
+class HostAnswer(ApiModel):
+    """What a host command printed; a command that would change the host is refused (77)."""
+
+    argv: list[str] = Field(description="The command run.")
+    stdout: str = Field(description="Its standard output.")
+    stderr: str = Field(description="Its standard error.")
+    status: int = Field(description="Its exit status.")
+
+
+class CollectionRun(ApiModel):
+    """An evidence collection tried in the sandbox against the trial's environment."""
+
+    ok: bool = Field(description="It ran, wrote nothing, reached no network and left evidence.")
+    problem: str = Field(default="", description="Why not, when not ok.")
+    exit_code: int | None = Field(default=None, description="Its exit status (None: stopped).")
+    evidence_bytes: int = Field(default=0, description="Size of the evidence.")
+    evidence: Any = Field(default=None, description="The evidence (when at most 64 KiB).")
+    evidence_truncated: bool = Field(default=False, description="The evidence was too large.")
+    stdout: str = Field(default="", description="The end of its stdout.")
+    stderr: str = Field(default="", description="The end of its stderr.")

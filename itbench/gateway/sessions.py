@@ -13,6 +13,7 @@ from typing import Any
 
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.base import TelemetryToggles
+from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.scenario import Scenario
 from itbench.core.runner import AgentProgressState
 from itbench.environments.port import Environment
@@ -98,6 +99,8 @@ class TrialSession:
         mitigation_at: When it was accepted.
         posture: The accepted posture report.
         posture_at: When it was accepted.
+        compliance: The platform's evaluation of the accepted CISO artefacts.
+        compliance_at: When the artefacts were accepted.
         rejected_submissions: Submissions rejected as malformed or oversized.
         audit: Every call, in order.
         virtual_cost: Virtual seconds per call kind.
@@ -122,6 +125,8 @@ class TrialSession:
     mitigation_at: datetime | None = None
     posture: PostureReport | None = None
     posture_at: datetime | None = None
+    compliance: ComplianceEvaluation | None = None
+    compliance_at: datetime | None = None
     rejected_submissions: int = 0
     audit: list[AuditEntry] = field(default_factory=list)
     virtual_cost: CallCosts = field(default_factory=CallCosts)

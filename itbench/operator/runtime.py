@@ -70,9 +70,9 @@ def simulator_environment(ctx: TrialContext) -> Environment:
             f"environment type {ctx.spec.environment.type.value!r} is not available in this "
             "operator; use environment.type: simulator"
         )
-    from itbench.environments.sim.environment import SimEnvironment
+    from itbench.environments.sim.twins import twin_for
 
-    return SimEnvironment.for_scenario(ctx.scenario, seed=ctx.spec.seed)
+    return twin_for(ctx.scenario, seed=ctx.spec.seed)
 
 
 class EnvironmentRegistry:

@@ -69,10 +69,14 @@ SAMPLE_ARGS: dict[str, dict[str, object]] = {
 CLUSTER_SCOPED = {"Node", "PriorityClass"}
 
 
+CISO = {"ciso.setting", "ciso.policy-set"}
+"""The CISO faults (tested in tests/unit/ciso)."""
+
+
 def test_every_agreed_fault_id_is_registered() -> None:
     ids = {f.id for f in all_faults()}
-    assert set(FLAGD) | set(SAMPLE_ARGS) <= ids
-    assert len(ids) == len(FLAGD) + len(SAMPLE_ARGS)
+    assert set(FLAGD) | set(SAMPLE_ARGS) | CISO <= ids
+    assert len(ids) == len(FLAGD) + len(SAMPLE_ARGS) + len(CISO)
 
 
 def _variants(flag: str) -> dict[str, object]:

@@ -17,6 +17,7 @@ from itbench.core.models.base import (
     TelemetryToggles,
 )
 from itbench.core.models.benchmark_run import EnvironmentSpec, Timeouts
+from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.scenario import ParameterValue, Split
 
 
@@ -147,6 +148,16 @@ class PostureScores(ApiModel):
     matched: int = Field(ge=0, description="Controls assessed correctly.")
     expected: int = Field(ge=0, description="Controls expected.")
     ttp_seconds: float | None = Field(default=None, description="Time to process, seconds.")
+    counterpart_passed: bool | None = Field(
+        default=None,
+        description="Whether the artefacts also gave the right posture on the scenario's other "
+        "variant (compliant for a non-compliant trial, and the reverse).",
+    )
+    live_only: bool = Field(
+        default=False,
+        description="The policy is pattern-style Kyverno: only a live cluster can evaluate it.",
+    )
+    reason: str = Field(default="", max_length=2000, description="Why it did or did not pass.")
 
 
 class FinOpsScores(ApiModel):
@@ -183,6 +194,12 @@ class AgentOutput(ApiModel):
     diagnosis: DiagnosisReport | None = Field(default=None, description="Diagnosis report.")
     mitigation: MitigationReport | None = Field(default=None, description="Mitigation report.")
     posture: PostureReport | None = Field(default=None, description="Posture report.")
+    compliance: ComplianceEvaluation | None = Field(
+        default=None, description="CISO: the platform's evaluation of the accepted artefacts."
+    )
+    compliance_submitted_at: datetime | None = Field(
+        default=None, description="CISO: when the artefacts were accepted."
+    )
     diagnosis_submitted_at: datetime | None = Field(
         default=None, description="When the diagnosis was accepted."
     )

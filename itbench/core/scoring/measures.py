@@ -90,7 +90,11 @@ TASKS: tuple[TaskDefinition, ...] = (
         _sre_false_alarm,
     ),
     TaskDefinition(
-        CISO_POSTURE, Domain.CISO, "CISO posture", "every control assessed correctly", _posture
+        CISO_POSTURE,
+        Domain.CISO,
+        "CISO posture assessment",
+        "every target's posture right on the trial's variant and its counterpart",
+        _posture,
     ),
     TaskDefinition(
         FINOPS_DIAGNOSIS,
@@ -223,7 +227,8 @@ TIMINGS: tuple[tuple[str, str, str, Callable[[TrialScores | None], float | None]
     ),
     (
         "ciso.ttp",
-        "CISO mean time to process, seconds (passed assessments only)",
+        "CISO mean time to process, seconds from Ready to the accepted artefacts (passed "
+        "posture assessments only)",
         CISO_POSTURE,
         _ttp,
     ),

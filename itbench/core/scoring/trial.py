@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from itbench.core.ciso.classes import class_of
+from itbench.core.ciso.posture import score_compliance
 from itbench.core.decoys import decoys_for
 from itbench.core.faults import ObjectChange, get_fault
 from itbench.core.inventory import STATE_KINDS, ObjectStates, object_states
@@ -198,6 +200,13 @@ def grade_trial(
     out = evidence.output
     failed: list[str] = []
     if spec.domain == Domain.CISO:
+        if class_of(spec.scenario_class) is not None:
+            submitted = out.compliance_submitted_at
+            ttp = (submitted - evidence.ready_at).total_seconds() if submitted else None
+            posture = score_compliance(out.compliance, scenario, ttp=ttp, report=out.posture)
+            if not posture.passed:
+                failed.append(f"CISO posture: {posture.reason}")
+            return TrialScores(profile=profile.id, posture=posture), failed
         ttp = (evidence.agent_finished_at - evidence.ready_at).total_seconds()
         posture = score_posture(out.posture, truth.posture, ttp)
         if not posture.passed:

@@ -19,7 +19,6 @@ from itbench.core.models.observations import Alert, AlertState, EnvironmentSnaps
 from itbench.core.models.scenario import ExpectedAlert, Scenario
 from itbench.core.tasks import mitigation_applies
 from itbench.environments.port import Environment
-from itbench.environments.sim.environment import SimEnvironment
 
 STEP_SECONDS = 15.0
 """Virtual time between observations: one Prometheus scrape and rule evaluation interval."""
@@ -150,7 +149,8 @@ def _differences(baseline: EnvironmentSnapshot, now: EnvironmentSnapshot) -> lis
 
 
 def simulator_environment(scenario: Scenario, seed: int) -> Environment:
-    """The default environment factory: a fresh simulator with the scenario's telemetry.
+    """The default environment factory: a fresh simulator with the scenario's telemetry (the
+    compliance twin for a CISO scenario).
 
     Args:
         scenario: The scenario (its namespace and telemetry toggles are used).
@@ -159,7 +159,9 @@ def simulator_environment(scenario: Scenario, seed: int) -> Environment:
     Returns:
         An unprovisioned simulator.
     """
-    return SimEnvironment.for_scenario(scenario, seed=seed)
+    from itbench.environments.sim.twins import twin_for
+
+    return twin_for(scenario, seed=seed)
 
 
 def run_selftest(

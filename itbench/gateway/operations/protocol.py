@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.base import Domain
+from itbench.core.models.compliance import ComplianceSubmission
 from itbench.core.models.observations import AlertState
 from itbench.gateway.operations.calls import RUNNING, Origin, audited
 from itbench.gateway.operations.payloads import Payload, validate
@@ -23,16 +24,17 @@ from itbench.gateway.schemas import (
 )
 from itbench.gateway.sessions import AgentState, TrialSession
 
-ReportName = Literal["diagnosis", "mitigation", "posture"]
+ReportName = Literal["diagnosis", "mitigation", "posture", "compliance"]
 REPORT_MODELS: dict[ReportName, type[BaseModel]] = {
     "diagnosis": DiagnosisReport,
     "mitigation": MitigationReport,
     "posture": PostureReport,
+    "compliance": ComplianceSubmission,
 }
 TASKS_BY_DOMAIN: dict[Domain, list[ReportName]] = {
     Domain.SRE: ["diagnosis", "mitigation"],
     Domain.FINOPS: ["diagnosis", "mitigation"],
-    Domain.CISO: ["posture"],
+    Domain.CISO: ["compliance", "posture"],
 }
 
 

@@ -6,7 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from itbench.core.ciso.posture import fault_posture
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
+from itbench.core.models.base import Domain
+from itbench.core.models.compliance import ComplianceEvaluation, ComplianceSubmission
 from itbench.core.models.scenario import GroundTruth, Scenario
 from itbench.core.scoring.diagnosis import graded_truth
 from itbench.core.scoring.profile import DEFAULT_PROFILE
@@ -54,7 +57,21 @@ def submit(
             session.mitigation, session.mitigation_at = parsed, now
         elif isinstance(parsed, PostureReport):
             session.posture, session.posture_at = parsed, now
+        elif isinstance(parsed, ComplianceSubmission):
+            session.compliance, session.compliance_at = evaluate_compliance(session, parsed), now
+            call.detail["compliance"] = session.compliance.summary()
         return SubmissionReceipt(trial_id=session.trial_id, report=report, accepted_at=now)
+
+
+def evaluate_compliance(
+    session: TrialSession, submission: ComplianceSubmission
+) -> ComplianceEvaluation:
+    """The platform's evaluation of CISO artefacts on the trial's variant and its counterpart
+    (policy engines in a child process, collections in the evidence sandbox): whatever the
+    artefacts do, the answer is an evaluation, possibly with a problem, never an error."""
+    from itbench.ciso.evaluate import evaluate_submission
+
+    return evaluate_submission(session.scenario, submission)
 
 
 def oracle(session: TrialSession, origin: Origin) -> dict[str, Any]:
@@ -92,4 +109,6 @@ def oracle_truth(scenario: Scenario) -> GroundTruth:
         truth = truth.model_copy(update={"entities": entities})
     if not mitigation_applies(scenario):
         truth = truth.model_copy(update={"mitigations": []})
+    if scenario.spec.domain == Domain.CISO:
+        truth = truth.model_copy(update={"posture": [*fault_posture(scenario), *truth.posture]})
     return truth

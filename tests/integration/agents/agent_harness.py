@@ -19,6 +19,7 @@ from itbench.core.faults import get_fault
 from itbench.core.models.observations import AlertState
 from itbench.core.models.scenario import Scenario
 from itbench.environments.sim.environment import SimEnvironment
+from itbench.environments.sim.twins import twin_for
 from itbench.gateway.app import create_app
 from itbench.gateway.sessions import SessionRegistry, TrialSession
 
@@ -77,7 +78,7 @@ class Harness:
         """
         self.count += 1
         ns = scenario.spec.environment.namespace
-        env = SimEnvironment.for_scenario(scenario, seed=seed)
+        env = twin_for(scenario, seed=seed)
         env.provision()
         env.advance(WARMUP_SECONDS)
         for i, fault in enumerate(scenario.spec.faults):

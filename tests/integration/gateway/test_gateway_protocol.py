@@ -56,7 +56,7 @@ def test_ciso_task_carries_the_requirement(gw: Gateway) -> None:
     session = gw.open("t1", domain="CISO")
     task = gw.client(session).task()
     assert task.requirement == "The cart runs an image that does not exist."
-    assert task.tasks == ["posture"]
+    assert task.tasks == ["compliance", "posture"]
 
 
 def test_started_and_finished_move_the_state_and_are_recorded(gw: Gateway) -> None:
