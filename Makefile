@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test test-all lint generate check-generated bench e2e clean venv
+.PHONY: run test test-all lint generate check-generated bench e2e clean venv upstream-snapshot
 
 venv: $(STAMP)
 
@@ -35,6 +35,12 @@ generate: $(STAMP)
 	$(BIN)/itbench crds generate --output-dir crds --chart-dir charts/itbench/crds --schema-dir schemas
 	$(BIN)/python -m itbench.gateway.openapi docs/openapi.json
 	$(BIN)/itbench scenarios bundle --output charts/itbench/files/catalog.yaml
+
+## Regenerate the upstream snapshot of the pinned stack (itbench/stack/upstream/) from the pinned
+## upstream releases: with UPSTREAM_MIRROR (a directory of git mirrors), or by cloning from GitHub.
+UPSTREAM_MIRROR ?=
+upstream-snapshot: $(STAMP)
+	$(BIN)/python -m itbench.stack.regenerate $(if $(UPSTREAM_MIRROR),--mirror $(UPSTREAM_MIRROR),--clone)
 
 check-generated: generate
 	git diff --exit-code -- crds charts/itbench/crds charts/itbench/files schemas docs/openapi.json

@@ -1,8 +1,11 @@
 """The alert rules as data: one source for the simulator's evaluator and the live PrometheusRule.
 
-Expressions use the live stack's series: OpenTelemetry span metrics (traces_span_metrics_*),
-kube-state-metrics (kube_*), cAdvisor (container_*), the collector's kafkametrics receiver
-(kafka_consumer_group_lag) and the budget exported from ConfigMap cost-alert-config.
+Expressions read the series the pinned stack stores: OpenTelemetry span metrics (the collector's
+spanmetrics connector, exported by its Prometheus exporter and scraped by a ServiceMonitor),
+kube-state-metrics (kube_*), cAdvisor (container_*) and the collector's kafkametrics receiver
+(kafka_consumer_group_lag_sum_ratio). Scraped series carry the scrape's own labels (job,
+instance, pod, service, ...) and cAdvisor may hold two series for one container after a restart,
+so every rule aggregates or matches on the labels it means.
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from itbench.core.shop import PRICE_PER_CORE_HOUR, PRICE_PER_GIB_HOUR
+from itbench.core.shop import DEFAULT_COST_BUDGET_PER_HOUR, PRICE_PER_CORE_HOUR, PRICE_PER_GIB_HOUR
 
 RULE_NAME = "astronomy-shop-alerts"
 """metadata.name of the PrometheusRule."""
@@ -31,8 +35,10 @@ THROTTLING_THRESHOLD = 0.25
 """Share of throttled CFS periods above which CPUThrottlingHigh fires."""
 MEMORY_THRESHOLD = 0.9
 """Working set as a share of the memory limit above which MemoryUsageHigh fires."""
-BUDGET_METRIC = "itbench_cost_budget_dollars_per_hour"
-"""Gauge carrying the hourly budget of ConfigMap cost-alert-config (label namespace)."""
+KAFKA_LAG_METRIC = "kafka_consumer_group_lag_sum_ratio"
+"""kafkametrics' `kafka.consumer_group.lag_sum` (a unit-"1" gauge, hence `_ratio`)."""
+QUIET_SERVICES = ("flagd", "load-generator")
+"""Services left out of NoRequests: they serve no steady stream of spans of their own."""
 
 _SERVING = 'span_kind=~"SPAN_KIND_SERVER|SPAN_KIND_CONSUMER"'
 
@@ -78,18 +84,29 @@ def alert_rules(namespace: str) -> list[AlertRule]:
     ns = f'namespace="{namespace}"'
     calls = "traces_span_metrics_calls_total"
     container = "{{ $labels.container }}"
+    quiet = "|".join(QUIET_SERVICES)
+    # `or` keeps both terms when one is missing (no CPU requests would otherwise empty the sum).
     cost = (
-        f'sum by (namespace) (kube_pod_container_resource_requests{{{ns}, resource="cpu"}})'
+        f'sum by (namespace) (kube_pod_container_resource_requests{{{ns}, resource="cpu"}}'
         f" * {PRICE_PER_CORE_HOUR}"
-        f' + sum by (namespace) (kube_pod_container_resource_requests{{{ns}, resource="memory"}})'
-        f" / {2**30} * {PRICE_PER_GIB_HOUR}"
+        f' or kube_pod_container_resource_requests{{{ns}, resource="memory"}}'
+        f" / {2**30} * {PRICE_PER_GIB_HOUR})"
+    )
+    # cAdvisor keeps the series of a restarted container's old ID for a while: take one per pod.
+    working_set = (
+        "max by (namespace, pod, container) "
+        f'(container_memory_working_set_bytes{{{ns}, container!=""}})'
+    )
+    limits = (
+        "max by (namespace, pod, container) (kube_pod_container_resource_limits"
+        f'{{{ns}, resource="memory"}})'
     )
     return [
         AlertRule(
             "RequestErrorRate",
-            f'sum by (service_name) (rate({calls}{{{_SERVING}, status_code="STATUS_CODE_ERROR"}}'
-            f"[2m])) / sum by (service_name) (rate({calls}{{{_SERVING}}}[2m]))"
-            f" > {ERROR_RATIO_THRESHOLD}",
+            f"sum by (service_name) (rate({calls}{{{ns}, {_SERVING}, "
+            f'status_code="STATUS_CODE_ERROR"}}[2m])) / sum by (service_name) '
+            f"(rate({calls}{{{ns}, {_SERVING}}}[2m])) > {ERROR_RATIO_THRESHOLD}",
             60,
             {"severity": "critical"},
             {
@@ -101,8 +118,9 @@ def alert_rules(namespace: str) -> list[AlertRule]:
         AlertRule(
             "RequestLatencyHigh",
             "histogram_quantile(0.95, sum by (service_name, le) (rate("
-            'traces_span_metrics_duration_milliseconds_bucket{span_kind="SPAN_KIND_SERVER"}[2m])))'
-            f" > {LATENCY_THRESHOLD_MS:g}",
+            "traces_span_metrics_duration_milliseconds_bucket"
+            f'{{{ns}, span_kind="SPAN_KIND_SERVER"}}'
+            f"[2m]))) > {LATENCY_THRESHOLD_MS:g}",
             120,
             {"severity": "warning"},
             {
@@ -112,7 +130,8 @@ def alert_rules(namespace: str) -> list[AlertRule]:
         ),
         AlertRule(
             "NoRequests",
-            f"sum by (service_name) (rate({calls}{{{_SERVING}}}[2m])) == 0",
+            f'sum by (service_name) (rate({calls}{{{ns}, {_SERVING}, service_name!~"{quiet}"}}'
+            "[2m])) == 0",
             120,
             {"severity": "critical"},
             {
@@ -175,10 +194,8 @@ def alert_rules(namespace: str) -> list[AlertRule]:
         ),
         AlertRule(
             "MemoryUsageHigh",
-            "max by (namespace, container) (container_memory_working_set_bytes"
-            f'{{{ns}, container!=""}} / on (namespace, pod, container) '
-            f'kube_pod_container_resource_limits{{{ns}, resource="memory"}})'
-            f" > {MEMORY_THRESHOLD}",
+            f"max by (namespace, container) ({working_set} / on (namespace, pod, container) "
+            f"{limits}) > {MEMORY_THRESHOLD}",
             60,
             {"severity": "warning", "deployment": container},
             {
@@ -189,8 +206,7 @@ def alert_rules(namespace: str) -> list[AlertRule]:
         ),
         AlertRule(
             "KafkaConsumerLag",
-            'sum by (group) (kafka_consumer_group_lag{topic="orders"})'
-            f" > {CONSUMER_LAG_THRESHOLD}",
+            f'sum by (group) ({KAFKA_LAG_METRIC}{{topic="orders"}}) > {CONSUMER_LAG_THRESHOLD}',
             120,
             {"severity": "warning", "consumer_group": "{{ $labels.group }}"},
             {
@@ -201,7 +217,9 @@ def alert_rules(namespace: str) -> list[AlertRule]:
         AlertRule(
             "HPAMaxedOut",
             f"kube_horizontalpodautoscaler_status_current_replicas{{{ns}}}"
-            f" == kube_horizontalpodautoscaler_spec_max_replicas{{{ns}}}",
+            f" == kube_horizontalpodautoscaler_spec_max_replicas{{{ns}}}"
+            f" and kube_horizontalpodautoscaler_spec_max_replicas{{{ns}}}"
+            f" != kube_horizontalpodautoscaler_spec_min_replicas{{{ns}}}",
             120,
             {"severity": "warning"},
             {
@@ -212,13 +230,13 @@ def alert_rules(namespace: str) -> list[AlertRule]:
         ),
         AlertRule(
             "CostBudgetExceeded",
-            f"{cost} > {BUDGET_METRIC}{{{ns}}}",
+            f"{cost} > {DEFAULT_COST_BUDGET_PER_HOUR:g}",
             120,
             {"severity": "warning"},
             {
                 "summary": "Namespace {{ $labels.namespace }} exceeds its cost budget",
-                "description": "Requested resources cost {{ $value }} USD per hour, more than the "
-                "budget in ConfigMap cost-alert-config.",
+                "description": "Requested resources cost {{ $value }} USD per hour, more than "
+                f"the namespace's budget of {DEFAULT_COST_BUDGET_PER_HOUR:g} USD per hour.",
             },
         ),
     ]
@@ -228,20 +246,21 @@ ALERT_NAMES: tuple[str, ...] = tuple(r.name for r in alert_rules("otel-demo"))
 """Every alertname the rules define."""
 
 
-def prometheus_rule(namespace: str) -> dict[str, Any]:
+def prometheus_rule(
+    namespace: str, selector_labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The monitoring.coreos.com/v1 PrometheusRule the live stack installs (the same rules).
 
     Args:
         namespace: Namespace of the application (and of the PrometheusRule).
+        selector_labels: Labels the stack's Prometheus selects rules by (kube-prometheus-stack:
+            `release: <its release name>`).
     """
+    labels = {"app.kubernetes.io/part-of": "opentelemetry-demo", **(selector_labels or {})}
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {
-            "name": RULE_NAME,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/part-of": "opentelemetry-demo", "release": "prometheus"},
-        },
+        "metadata": {"name": RULE_NAME, "namespace": namespace, "labels": labels},
         "spec": {
             "groups": [
                 {

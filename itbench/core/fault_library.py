@@ -1,14 +1,16 @@
 """The fault definitions of the library (registered on first use of `itbench.core.faults`).
 
 Three families: flagd feature flags of the Astronomy Shop, direct Kubernetes object changes, and
-Chaos Mesh experiments. Each effect is the list of object changes its live playbook makes too.
+Chaos Mesh experiments. Each effect is the list of object changes its live playbooks make too.
+Object names and fields are those of the pinned chart (its Deployments' containers carry the
+component's name; Services expose `port` 8080 unless said otherwise).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from itbench.core.faults import (
     EffectFn,
@@ -19,21 +21,29 @@ from itbench.core.faults import (
     register,
 )
 from itbench.core.models.scenario import FaultCategory
-from itbench.core.shop import (
-    COST_BUDGET_KEY,
-    COST_CONFIGMAP,
-    DEMO_REPOSITORY,
-    DEMO_VERSION,
-    FLAGD_CONFIGMAP,
-)
+from itbench.core.shop import FLAGD_CONFIGMAP, FLAGD_DEPLOYMENT
 
 CHAOS_API_VERSION = "chaos-mesh.org/v1alpha1"
 COMPONENT_LABEL = "opentelemetry.io/name"
 """The label the chart puts on every component's pods (and uses as the Service selector)."""
+ARCH_IMAGES = {
+    "amd64": "quay.io/it-bench/hello-bench-arm64:2.0.0",
+    "arm64": "quay.io/it-bench/hello-bench-amd64:2.0.0",
+}
+"""Single-architecture images (upstream ITBench's), keyed by the node architecture they do not
+run on; the demo itself publishes only multi-arch images."""
+WORKER_NODE = "kind-worker"
 
 _FLAGD_PLAYBOOK = "faults/flagd.yaml"
 _PATCH_PLAYBOOK = "faults/object-patch.yaml"
 _CREATE_PLAYBOOK = "faults/object-create.yaml"
+
+_SPANS = ("traces_span_metrics_calls_total", "traces_span_metrics_duration_milliseconds_bucket")
+_PODS = (
+    "kube_deployment_status_replicas_available",
+    "kube_deployment_status_replicas_ready",
+    "kube_pod_container_status_waiting_reason",
+)
 
 
 # ---- argument schemas ------------------------------------------------------------------------
@@ -55,12 +65,6 @@ class PaymentFailureArgs(FaultArgs):
     percent: Literal[10, 25, 50, 75, 90, 100] = Field(
         default=100, description="Percentage of payment requests that fail."
     )
-
-
-class ImageSlowLoadArgs(FaultArgs):
-    """imageSlowLoad: how slow images load."""
-
-    variant: Literal["5sec", "10sec"] = Field(default="10sec", description="Delay variant.")
 
 
 class MemoryLeakArgs(FaultArgs):
@@ -92,8 +96,14 @@ class WrongArchImageArgs(WorkloadArgs):
 
     image: str = Field(
         default="",
-        description="Image for another architecture; default: the workload's arm64-only image.",
+        description="Image for another architecture; default: a single-arch image that does not "
+        "run on the nodes' architecture (`node_architecture`).",
     )
+    node_architecture: Literal["amd64", "arm64"] = Field(
+        default="amd64", alias="nodeArchitecture", description="The nodes' CPU architecture."
+    )
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class MemoryLimitArgs(WorkloadArgs):
@@ -114,18 +124,31 @@ class NetworkPolicyArgs(WorkloadArgs):
     port: int = Field(ge=1, le=65535, description="The TCP port to block.")
 
 
-class ServiceSelectorArgs(FaultArgs):
-    """A Service whose selector is changed."""
+class ServiceArgs(FaultArgs):
+    """Names a Service."""
 
     service: str = Field(min_length=1, description="Service name.")
+
+
+class ServiceSelectorArgs(ServiceArgs):
+    """A Service whose selector is changed."""
+
     value: str = Field(default="wrong", min_length=1, description="New selector label value.")
 
 
-class ServicePortArgs(FaultArgs):
+class ServicePortArgs(ServiceArgs):
     """A Service whose targetPort is changed."""
 
-    service: str = Field(min_length=1, description="Service name.")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
     port: int = Field(ge=1, le=65535, description="The wrong targetPort.")
+    service_port: int = Field(
+        default=8080,
+        ge=1,
+        le=65535,
+        alias="servicePort",
+        description="The Service port whose targetPort changes (the merge key of Service ports).",
+    )
 
 
 class EnvArgs(WorkloadArgs):
@@ -167,60 +190,148 @@ class HpaArgs(WorkloadArgs):
     max_replicas: int = Field(default=8, ge=1, le=100, alias="maxReplicas", description="Maximum.")
 
 
-class CostThresholdArgs(FaultArgs):
-    """The hourly budget written into cost-alert-config."""
+class CommandArgs(WorkloadArgs):
+    """A Deployment whose container runs a command its image does not have."""
 
-    threshold: str = Field(
-        default="0.03", min_length=1, description="Budget in USD per hour (decimal text)."
+    command: str = Field(default="invalid-command", min_length=1, description="The command.")
+
+
+class InitContainerArgs(WorkloadArgs):
+    """A Deployment given an init container."""
+
+    name: str = Field(default="prepare", min_length=1, description="Init container name.")
+
+
+class QuotaArgs(WorkloadArgs):
+    """A ResourceQuota too small for the namespace, and a workload whose pods are recreated."""
+
+    memory: str = Field(default="1Gi", min_length=1, description="The quota's `memory` hard limit.")
+
+
+class CordonArgs(WorkloadArgs):
+    """A workload pinned to a node that is then cordoned, and scaled up."""
+
+    node: str = Field(default=WORKER_NODE, min_length=1, description="The node to cordon.")
+    replicas: int = Field(
+        default=2,
+        ge=1,
+        le=20,
+        description="Replicas after the scale-up (1: no scale-up; the chart runs one replica).",
     )
 
 
-class NetworkDelayArgs(WorkloadArgs):
-    """Network latency added to a workload's pods."""
+class PreemptionArgs(WorkloadArgs):
+    """A low-priority workload and a high-priority one that takes the node's CPU."""
+
+    replicas: int = Field(default=20, ge=1, le=100, description="Replicas of the greedy workload.")
+    cpu: str = Field(default="330m", min_length=1, description="CPU request of each of them.")
+
+
+class SecretArgs(WorkloadArgs):
+    """A workload whose connection string moves into a Secret with a wrong password."""
+
+    variable: str = Field(
+        default="DB_CONNECTION_STRING", min_length=1, description="The variable read from it."
+    )
+    value: str = Field(
+        default="host=postgresql user=otelu password=0tel-rotated dbname=otel",
+        min_length=1,
+        description="The Secret's (corrupted) connection string.",
+    )
+
+
+class ClaimArgs(WorkloadArgs):
+    """A workload given a volume from a claim no storage class can provision."""
+
+    storage_class: str = Field(
+        default="fast-ssd", min_length=1, alias="storageClass", description="Storage class."
+    )
+    path: str = Field(
+        default="/var/lib/postgresql/data", min_length=1, description="Where it is mounted."
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ChaosArgs(WorkloadArgs):
+    """A Chaos Mesh experiment on a workload's pods, once or on a schedule."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schedule: str = Field(
+        default="",
+        description="Run as a Chaos Mesh Schedule with this cron schedule (e.g. `* * * * *`); "
+        "empty: one experiment.",
+    )
+    duration: str = Field(
+        default="",
+        description="How long each experiment lasts (a Go duration such as `55s`); empty: until "
+        "deleted. Required with a schedule.",
+    )
+
+    @model_validator(mode="after")
+    def _schedule_needs_duration(self) -> ChaosArgs:
+        if self.schedule and not self.duration:
+            raise ValueError("a scheduled experiment needs a duration shorter than its period")
+        return self
+
+
+class NetworkDelayArgs(ChaosArgs):
+    """Network latency added to a workload's pods."""
 
     latency_ms: int = Field(
         default=2000, ge=1, le=60000, alias="latencyMs", description="Added latency in ms."
     )
 
 
-class PartitionArgs(WorkloadArgs):
+class PartitionArgs(ChaosArgs):
     """A network partition between a workload and a target workload."""
 
     target: str = Field(min_length=1, description="The workload cut off from `workload`.")
+    direction: Literal["to", "from", "both"] = Field(
+        default="both", description="Which way packets are dropped."
+    )
 
 
-class CpuStressArgs(WorkloadArgs):
+class LossArgs(ChaosArgs):
+    """Packet loss on a workload's traffic (to a target workload, when given)."""
+
+    loss: int = Field(default=100, ge=1, le=100, description="Percentage of packets lost.")
+    target: str = Field(default="", description="Only traffic to this workload ('' for all).")
+
+
+class CpuStressArgs(ChaosArgs):
     """CPU stress inside a workload's pods."""
 
     workers: int = Field(default=2, ge=1, le=64, description="Stress workers.")
     load: int = Field(default=100, ge=1, le=100, description="Load per worker, percent.")
 
 
-class MemoryStressArgs(WorkloadArgs):
+class MemoryStressArgs(ChaosArgs):
     """Memory stress inside a workload's pods."""
 
     size: str = Field(default="512MB", min_length=1, description="Memory each worker allocates.")
+    workers: int = Field(default=1, ge=1, le=16, description="Stress workers.")
 
 
-class HttpChaosArgs(WorkloadArgs):
+class HttpChaosArgs(ChaosArgs):
     """HTTP requests to a workload's port (and path) are disturbed."""
 
     port: int = Field(default=8080, ge=1, le=65535, description="Target HTTP port.")
     path: str = Field(default="*", min_length=1, description="Request path pattern.")
+    method: str = Field(default="", description="Only requests with this method ('' for all).")
 
 
-class JvmReturnArgs(WorkloadArgs):
+class JvmReturnArgs(ChaosArgs):
     """A JVM method of a workload returns a chosen value."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     class_name: str = Field(
         default="oteldemo.AdService", alias="class", min_length=1, description="Java class."
     )
-    method: str = Field(default="getAds", min_length=1, description="Method name.")
-    value: str = Field(default="null", description="The value the method returns.")
+    method: str = Field(default="getInstance", min_length=1, description="Method name.")
+    value: str = Field(
+        default="null", min_length=1, description="The value the method returns (returnValue)."
+    )
 
 
 # ---- effect builders -------------------------------------------------------------------------
@@ -235,8 +346,24 @@ def _flag(flag: str, variant: str, namespace: str) -> list[ObjectChange]:
             namespace=namespace,
             flag=flag,
             variant=variant,
-        )
+        ),
+        # flagd reads a copy of the ConfigMap made at pod start: roll it to serve the change.
+        ObjectChange(
+            op="rollout",
+            api_version="apps/v1",
+            kind="Deployment",
+            name=FLAGD_DEPLOYMENT,
+            namespace=namespace,
+        ),
     ]
+
+
+def _patch(
+    kind: str, name: str, namespace: str | None, body: dict[str, Any], api: str = "v1"
+) -> ObjectChange:
+    return ObjectChange(
+        op="merge-patch", api_version=api, kind=kind, name=name, namespace=namespace, body=body
+    )
 
 
 def _deployment_patch(
@@ -246,33 +373,35 @@ def _deployment_patch(
         {"containers": [{"name": workload, **container}]} if container else {}
     )
     pod_spec.update(pod or {})
-    return [
-        ObjectChange(
-            op="merge-patch",
-            api_version="apps/v1",
-            kind="Deployment",
-            name=workload,
-            namespace=namespace,
-            body={"spec": {"template": {"spec": pod_spec}}},
-        )
-    ]
+    body = {"spec": {"template": {"spec": pod_spec}}}
+    return [_patch("Deployment", workload, namespace, body, "apps/v1")]
 
 
 def _create(
-    kind: str, api_version: str, name: str, namespace: str, spec: dict[str, Any]
+    kind: str,
+    api_version: str,
+    name: str,
+    namespace: str | None,
+    spec: dict[str, Any],
+    top: str = "spec",
 ) -> ObjectChange:
+    """A create change; `top` names the field that holds `spec` (`data` for a ConfigMap; an
+    empty `top` puts `spec`'s keys at the top level, as a PriorityClass has them)."""
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    body: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+    if top:
+        body[top] = spec
+    else:
+        body.update(spec)
     return ObjectChange(
         op="create",
         api_version=api_version,
         kind=kind,
         name=name,
         namespace=namespace,
-        body={
-            "apiVersion": api_version,
-            "kind": kind,
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": spec,
-        },
+        body=body,
     )
 
 
@@ -280,8 +409,30 @@ def _selector(workload: str, namespace: str) -> dict[str, Any]:
     return {"namespaces": [namespace], "labelSelectors": {COMPONENT_LABEL: workload}}
 
 
-def _chaos(kind: str, name: str, namespace: str, spec: dict[str, Any]) -> list[ObjectChange]:
-    return [_create(kind, CHAOS_API_VERSION, name, namespace, spec)]
+_SCHEDULE_FIELD = {
+    "NetworkChaos": "networkChaos",
+    "PodChaos": "podChaos",
+    "StressChaos": "stressChaos",
+    "HTTPChaos": "httpChaos",
+    "JVMChaos": "jvmChaos",
+}
+
+
+def _chaos(
+    kind: str, name: str, namespace: str, spec: dict[str, Any], args: ChaosArgs
+) -> list[ObjectChange]:
+    if args.duration:
+        spec = {**spec, "duration": args.duration}
+    if not args.schedule:
+        return [_create(kind, CHAOS_API_VERSION, name, namespace, spec)]
+    schedule = {
+        "schedule": args.schedule,
+        "concurrencyPolicy": "Forbid",
+        "historyLimit": 1,
+        "type": kind,
+        _SCHEDULE_FIELD[kind]: spec,
+    }
+    return [_create("Schedule", CHAOS_API_VERSION, name, namespace, schedule)]
 
 
 def _flag_fault(fault_id: str, flag: str, description: str) -> None:
@@ -294,6 +445,7 @@ def _flag_fault(fault_id: str, flag: str, description: str) -> None:
             effect=lambda _a, ns: _flag(flag, "on", ns),
             playbook=_FLAGD_PLAYBOOK,
             category=FaultCategory.FEATURE_FLAG,
+            signals=_SPANS,
         )
     )
 
@@ -325,7 +477,8 @@ _flag_fault(
 _flag_fault(
     "flagd.kafka-queue-problems",
     "kafkaQueueProblems",
-    "flagd kafkaQueueProblems: Kafka is flooded and consumers slow down; consumer lag grows.",
+    "flagd kafkaQueueProblems: checkout floods Kafka and fraud-detection sleeps per record; its "
+    "consumer lag grows.",
 )
 _flag_fault(
     "flagd.load-generator-flood",
@@ -342,6 +495,7 @@ register(
         effect=lambda a, ns: _flag("productCatalogFailure", a.variant, ns),
         playbook=_FLAGD_PLAYBOOK,
         category=FaultCategory.FEATURE_FLAG,
+        signals=_SPANS,
     )
 )
 register(
@@ -353,17 +507,7 @@ register(
         effect=lambda a, ns: _flag("paymentFailure", f"{a.percent}%", ns),
         playbook=_FLAGD_PLAYBOOK,
         category=FaultCategory.FEATURE_FLAG,
-    )
-)
-register(
-    FaultDefinition(
-        id="flagd.image-slow-load",
-        description="flagd imageSlowLoad: the frontend proxy delays every image response.",
-        mechanism=Mechanism.FLAGD,
-        args_model=ImageSlowLoadArgs,
-        effect=lambda a, ns: _flag("imageSlowLoad", a.variant, ns),
-        playbook=_FLAGD_PLAYBOOK,
-        category=FaultCategory.FEATURE_FLAG,
+        signals=_SPANS,
     )
 )
 register(
@@ -375,6 +519,7 @@ register(
         effect=lambda a, ns: _flag("emailMemoryLeak", a.variant, ns),
         playbook=_FLAGD_PLAYBOOK,
         category=FaultCategory.FEATURE_FLAG,
+        signals=("container_memory_working_set_bytes", "kube_pod_container_status_restarts_total"),
     )
 )
 
@@ -387,7 +532,7 @@ def _nonexistent_image(args: ImageArgs, namespace: str) -> list[ObjectChange]:
 
 
 def _wrong_arch_image(args: WrongArchImageArgs, namespace: str) -> list[ObjectChange]:
-    image = args.image or f"{DEMO_REPOSITORY}:{DEMO_VERSION}-{args.workload}-arm64"
+    image = args.image or ARCH_IMAGES[args.node_architecture]
     return _deployment_patch(args.workload, namespace, {"image": image})
 
 
@@ -418,40 +563,22 @@ def _block_ingress(args: NetworkPolicyArgs, namespace: str) -> list[ObjectChange
 
 
 def _scale_to_zero(args: WorkloadArgs, namespace: str) -> list[ObjectChange]:
-    return [
-        ObjectChange(
-            op="merge-patch",
-            api_version="apps/v1",
-            kind="Deployment",
-            name=args.workload,
-            namespace=namespace,
-            body={"spec": {"replicas": 0}},
-        )
-    ]
+    return [_patch("Deployment", args.workload, namespace, {"spec": {"replicas": 0}}, "apps/v1")]
 
 
 def _service_selector(args: ServiceSelectorArgs, namespace: str) -> list[ObjectChange]:
-    return [
-        ObjectChange(
-            op="merge-patch",
-            kind="Service",
-            name=args.service,
-            namespace=namespace,
-            body={"spec": {"selector": {COMPONENT_LABEL: args.value}}},
-        )
-    ]
+    body = {"spec": {"selector": {COMPONENT_LABEL: args.value}}}
+    return [_patch("Service", args.service, namespace, body)]
 
 
 def _service_target_port(args: ServicePortArgs, namespace: str) -> list[ObjectChange]:
-    return [
-        ObjectChange(
-            op="merge-patch",
-            kind="Service",
-            name=args.service,
-            namespace=namespace,
-            body={"spec": {"ports": [{"name": "tcp-service", "targetPort": args.port}]}},
-        )
-    ]
+    # Service ports merge by `port`: the patch names the port whose targetPort it changes.
+    body = {"spec": {"ports": [{"port": args.service_port, "targetPort": args.port}]}}
+    return [_patch("Service", args.service, namespace, body)]
+
+
+def _deleted_service(args: ServiceArgs, namespace: str) -> list[ObjectChange]:
+    return [ObjectChange(op="delete", kind="Service", name=args.service, namespace=namespace)]
 
 
 def _env_address(args: EnvArgs, namespace: str) -> list[ObjectChange]:
@@ -472,9 +599,27 @@ def _nonexistent_node(args: NodeArgs, namespace: str) -> list[ObjectChange]:
 
 
 def _valkey_password(args: ValkeyPasswordArgs, namespace: str) -> list[ObjectChange]:
-    return _deployment_patch(
-        "valkey-cart", namespace, {"args": ["valkey-server", "--requirepass", args.password]}
+    secret = _create(
+        "Secret",
+        "v1",
+        "valkey-credentials",
+        namespace,
+        {"valkey-password": args.password},
+        top="stringData",
     )
+    container = {
+        "command": ["valkey-server"],
+        "args": ["--requirepass", "$(VALKEY_PASSWORD)"],
+        "env": [
+            {
+                "name": "VALKEY_PASSWORD",
+                "valueFrom": {
+                    "secretKeyRef": {"name": "valkey-credentials", "key": "valkey-password"}
+                },
+            }
+        ],
+    }
+    return [secret, *_deployment_patch("valkey-cart", namespace, container)]
 
 
 def _hpa(args: HpaArgs, namespace: str) -> list[ObjectChange]:
@@ -495,16 +640,190 @@ def _hpa(args: HpaArgs, namespace: str) -> list[ObjectChange]:
     return [_create("HorizontalPodAutoscaler", "autoscaling/v2", args.workload, namespace, spec)]
 
 
-def _cost_threshold(args: CostThresholdArgs, namespace: str) -> list[ObjectChange]:
-    return [
-        ObjectChange(
-            op="merge-patch",
-            kind="ConfigMap",
-            name=COST_CONFIGMAP,
-            namespace=namespace,
-            body={"data": {COST_BUDGET_KEY: args.threshold}},
-        )
+def _dns_policy(args: WorkloadArgs, namespace: str) -> list[ObjectChange]:
+    return _deployment_patch(args.workload, namespace, {}, {"dnsPolicy": "Default"})
+
+
+def _invalid_command(args: CommandArgs, namespace: str) -> list[ObjectChange]:
+    return _deployment_patch(args.workload, namespace, {"command": [args.command]})
+
+
+def _hanging_init(args: InitContainerArgs, namespace: str) -> list[ObjectChange]:
+    init = {"name": args.name, "image": "busybox:1.36", "command": ["sh", "-c", "sleep infinity"]}
+    return _deployment_patch(args.workload, namespace, {}, {"initContainers": [init]})
+
+
+def _crashing_init(args: InitContainerArgs, namespace: str) -> list[ObjectChange]:
+    config = f"{args.workload}-config"
+    configmap = _create(
+        "ConfigMap",
+        "v1",
+        config,
+        namespace,
+        # A trailing comma: not JSON.
+        {"config.json": '{"cache": {"size": 512, "ttlSeconds": 30,}}\n'},
+        top="data",
+    )
+    init = {
+        "name": args.name,
+        "image": "python:3.12-alpine",
+        "command": ["python3", "-c", "import json; json.load(open('/config/config.json'))"],
+        "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": True}],
+    }
+    pod = {
+        "initContainers": [init],
+        "volumes": [{"name": "config", "configMap": {"name": config}}],
+    }
+    return [configmap, *_deployment_patch(args.workload, namespace, {}, pod)]
+
+
+def _quota(args: QuotaArgs, namespace: str) -> list[ObjectChange]:
+    quota = _create("ResourceQuota", "v1", "memory", namespace, {"hard": {"memory": args.memory}})
+    # The workload's pods are recreated, and the quota refuses the new ones.
+    pods = ObjectChange(
+        op="delete",
+        kind="Pod",
+        name=f"{args.workload}-*",
+        namespace=namespace,
+        selector={COMPONENT_LABEL: args.workload},
+    )
+    return [quota, pods]
+
+
+def _cordon(args: CordonArgs, namespace: str) -> list[ObjectChange]:
+    pin = _deployment_patch(
+        args.workload, namespace, {}, {"nodeSelector": {"kubernetes.io/hostname": args.node}}
+    )
+    node = _patch("Node", args.node, None, {"spec": {"unschedulable": True}})
+    if args.replicas == 1:
+        return [*pin, node]
+    scale = _patch(
+        "Deployment", args.workload, namespace, {"spec": {"replicas": args.replicas}}, "apps/v1"
+    )
+    return [*pin, node, scale]
+
+
+def _preemption(args: PreemptionArgs, namespace: str) -> list[ObjectChange]:
+    high = _create(
+        "PriorityClass",
+        "scheduling.k8s.io/v1",
+        "application-critical",
+        None,
+        {"value": 10000, "globalDefault": False, "description": "Data collection for audits."},
+        top="",
+    )
+    low = _create(
+        "PriorityClass",
+        "scheduling.k8s.io/v1",
+        "application-non-critical",
+        None,
+        {"value": -10, "globalDefault": False, "description": "Work that may wait."},
+        top="",
+    )
+    target = _deployment_patch(
+        args.workload, namespace, {}, {"priorityClassName": "application-non-critical"}
+    )
+    labels = {"app.kubernetes.io/name": "critical-data-collector"}
+    greedy = _create(
+        "Deployment",
+        "apps/v1",
+        "critical-data-collector",
+        namespace,
+        {
+            "replicas": args.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "priorityClassName": "application-critical",
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "busybox:1.36",
+                            "command": ["sh", "-c", "sleep infinity"],
+                            "resources": {"requests": {"cpu": args.cpu, "memory": "1Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    )
+    return [high, low, *target, greedy]
+
+
+def _anti_affinity(args: WorkloadArgs, namespace: str) -> list[ObjectChange]:
+    labels = {"app.kubernetes.io/name": "application-operator"}
+    daemon = _create(
+        "DaemonSet",
+        "apps/v1",
+        "application-operator",
+        namespace,
+        {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "busybox:1.36",
+                            "command": ["sh", "-c", "sleep infinity"],
+                        }
+                    ]
+                },
+            },
+        },
+    )
+    affinity = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "app.kubernetes.io/name",
+                                "operator": "In",
+                                "values": ["application-operator"],
+                            }
+                        ]
+                    },
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    return [daemon, *_deployment_patch(args.workload, namespace, {}, {"affinity": affinity})]
+
+
+def _secret_credentials(args: SecretArgs, namespace: str) -> list[ObjectChange]:
+    name = f"{args.workload}-db"
+    secret = _create("Secret", "v1", name, namespace, {"connection": args.value}, top="stringData")
+    env = [
+        {
+            "name": args.variable,
+            "value": None,
+            "valueFrom": {"secretKeyRef": {"name": name, "key": "connection"}},
+        }
     ]
+    return [secret, *_deployment_patch(args.workload, namespace, {"env": env})]
+
+
+def _missing_claim(args: ClaimArgs, namespace: str) -> list[ObjectChange]:
+    name = f"{args.workload}-data"
+    claim = _create(
+        "PersistentVolumeClaim",
+        "v1",
+        name,
+        namespace,
+        {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": args.storage_class,
+        },
+    )
+    container = {"volumeMounts": [{"name": "data", "mountPath": args.path}]}
+    pod = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]}
+    return [claim, *_deployment_patch(args.workload, namespace, container, pod)]
 
 
 _CATEGORIES: dict[str, FaultCategory] = {
@@ -516,30 +835,45 @@ _CATEGORIES: dict[str, FaultCategory] = {
     "kubernetes.scale-to-zero": FaultCategory.SCALED_DOWN,
     "kubernetes.service-selector": FaultCategory.SERVICE_MISROUTED,
     "kubernetes.service-target-port": FaultCategory.SERVICE_MISROUTED,
+    "kubernetes.deleted-service": FaultCategory.SERVICE_MISROUTED,
     "kubernetes.env-dependency-address": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.valkey-password": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.secret-credentials": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.invalid-command": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.dns-policy": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.hanging-init-container": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.crashing-init-container": FaultCategory.BAD_CONFIGURATION,
     "kubernetes.bad-readiness-probe": FaultCategory.BAD_PROBE,
     "kubernetes.nonexistent-node": FaultCategory.UNSCHEDULABLE,
-    "kubernetes.valkey-password": FaultCategory.BAD_CONFIGURATION,
+    "kubernetes.cordoned-node": FaultCategory.UNSCHEDULABLE,
+    "kubernetes.anti-affinity": FaultCategory.UNSCHEDULABLE,
+    "kubernetes.priority-preemption": FaultCategory.UNSCHEDULABLE,
+    "kubernetes.missing-volume-claim": FaultCategory.UNSCHEDULABLE,
+    "kubernetes.resource-quota": FaultCategory.UNSCHEDULABLE,
     "kubernetes.hpa-misconfiguration": FaultCategory.AUTOSCALING,
-    "kubernetes.cost-alert-threshold": FaultCategory.ALERTING_THRESHOLD,
     "chaos.network-delay": FaultCategory.NETWORK_DEGRADED,
     "chaos.network-partition": FaultCategory.NETWORK_DEGRADED,
+    "chaos.network-loss": FaultCategory.NETWORK_DEGRADED,
     "chaos.pod-failure": FaultCategory.PODS_DOWN,
     "chaos.cpu-stress": FaultCategory.RESOURCE_STRESS,
     "chaos.memory-stress": FaultCategory.RESOURCE_STRESS,
+    "chaos.jvm-heap-stress": FaultCategory.RESOURCE_STRESS,
     "chaos.http-abort": FaultCategory.APPLICATION_FAILURE,
     "chaos.http-tamper": FaultCategory.APPLICATION_FAILURE,
+    "chaos.http-patch": FaultCategory.APPLICATION_FAILURE,
     "chaos.jvm-return": FaultCategory.APPLICATION_FAILURE,
 }
-"""What is wrong at each Kubernetes and Chaos Mesh fault's root cause."""
+"""What is wrong at each Kubernetes and Chaos Mesh fault's root cause (a ResourceQuota that
+refuses pods counts as unschedulable: no pod can be placed)."""
 
-_KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
+_KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str, tuple[str, ...]]] = [
     (
         "kubernetes.nonexistent-image",
         "Point a Deployment's container at an image that does not exist.",
         ImageArgs,
         _nonexistent_image,
         _PATCH_PLAYBOOK,
+        _PODS,
     ),
     (
         "kubernetes.wrong-arch-image",
@@ -547,6 +881,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         WrongArchImageArgs,
         _wrong_arch_image,
         _PATCH_PLAYBOOK,
+        _PODS,
     ),
     (
         "kubernetes.memory-limit",
@@ -554,6 +889,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         MemoryLimitArgs,
         _memory_limit,
         _PATCH_PLAYBOOK,
+        ("kube_pod_container_status_last_terminated_reason", *_PODS),
     ),
     (
         "kubernetes.cpu-limit",
@@ -561,6 +897,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         CpuLimitArgs,
         _cpu_limit,
         _PATCH_PLAYBOOK,
+        ("container_cpu_cfs_throttled_periods_total", *_SPANS),
     ),
     (
         "kubernetes.block-ingress",
@@ -568,6 +905,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         NetworkPolicyArgs,
         _block_ingress,
         _CREATE_PLAYBOOK,
+        _SPANS,
     ),
     (
         "kubernetes.scale-to-zero",
@@ -575,6 +913,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         WorkloadArgs,
         _scale_to_zero,
         _PATCH_PLAYBOOK,
+        _SPANS,
     ),
     (
         "kubernetes.service-selector",
@@ -582,13 +921,23 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         ServiceSelectorArgs,
         _service_selector,
         _PATCH_PLAYBOOK,
+        _SPANS,
     ),
     (
         "kubernetes.service-target-port",
-        "Change a Service's targetPort to a port its pods do not listen on.",
+        "Change a Service port's targetPort to a port its pods do not listen on.",
         ServicePortArgs,
         _service_target_port,
         _PATCH_PLAYBOOK,
+        _SPANS,
+    ),
+    (
+        "kubernetes.deleted-service",
+        "Delete a Service, so its name no longer resolves.",
+        ServiceArgs,
+        _deleted_service,
+        _CREATE_PLAYBOOK,
+        _SPANS,
     ),
     (
         "kubernetes.env-dependency-address",
@@ -596,6 +945,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         EnvArgs,
         _env_address,
         _PATCH_PLAYBOOK,
+        _SPANS,
     ),
     (
         "kubernetes.bad-readiness-probe",
@@ -603,6 +953,7 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         ReadinessArgs,
         _readiness,
         _PATCH_PLAYBOOK,
+        _PODS,
     ),
     (
         "kubernetes.nonexistent-node",
@@ -610,13 +961,15 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         NodeArgs,
         _nonexistent_node,
         _PATCH_PLAYBOOK,
+        _PODS,
     ),
     (
         "kubernetes.valkey-password",
-        "valkey-cart starts requiring a password the cart does not send.",
+        "valkey-cart starts requiring a password (from a new Secret) the cart does not send.",
         ValkeyPasswordArgs,
         _valkey_password,
         _PATCH_PLAYBOOK,
+        _SPANS,
     ),
     (
         "kubernetes.hpa-misconfiguration",
@@ -624,16 +977,92 @@ _KUBERNETES_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, str]] = [
         HpaArgs,
         _hpa,
         _CREATE_PLAYBOOK,  # creates the HPA, or updates the one that exists
+        ("kube_horizontalpodautoscaler_status_current_replicas",),
     ),
     (
-        "kubernetes.cost-alert-threshold",
-        "The hourly budget in ConfigMap cost-alert-config is set below the real cost.",
-        CostThresholdArgs,
-        _cost_threshold,
+        "kubernetes.dns-policy",
+        "A Deployment's pods resolve names with the node's DNS (dnsPolicy Default), which knows "
+        "no Services.",
+        WorkloadArgs,
+        _dns_policy,
         _PATCH_PLAYBOOK,
+        _SPANS,
+    ),
+    (
+        "kubernetes.invalid-command",
+        "A Deployment's container runs a command its image does not have.",
+        CommandArgs,
+        _invalid_command,
+        _PATCH_PLAYBOOK,
+        _PODS,
+    ),
+    (
+        "kubernetes.hanging-init-container",
+        "A Deployment gets an init container that never finishes.",
+        InitContainerArgs,
+        _hanging_init,
+        _PATCH_PLAYBOOK,
+        _PODS,
+    ),
+    (
+        "kubernetes.crashing-init-container",
+        "A Deployment gets an init container that fails on a malformed ConfigMap.",
+        InitContainerArgs,
+        _crashing_init,
+        _PATCH_PLAYBOOK,
+        ("kube_pod_init_container_status_restarts_total", *_PODS),
+    ),
+    (
+        "kubernetes.resource-quota",
+        "A memory ResourceQuota below the namespace's requests; the workload's pods are "
+        "recreated and refused.",
+        QuotaArgs,
+        _quota,
+        _CREATE_PLAYBOOK,
+        ("kube_resourcequota", *_PODS),
+    ),
+    (
+        "kubernetes.cordoned-node",
+        "A workload is pinned to a node, the node is cordoned and the workload scaled up.",
+        CordonArgs,
+        _cordon,
+        _PATCH_PLAYBOOK,
+        _PODS,
+    ),
+    (
+        "kubernetes.priority-preemption",
+        "A high-priority workload takes the node's CPU and preempts a low-priority one.",
+        PreemptionArgs,
+        _preemption,
+        _CREATE_PLAYBOOK,
+        _PODS,
+    ),
+    (
+        "kubernetes.anti-affinity",
+        "A workload's new pods must avoid every node running a DaemonSet's pod.",
+        WorkloadArgs,
+        _anti_affinity,
+        _CREATE_PLAYBOOK,
+        _PODS,
+    ),
+    (
+        "kubernetes.secret-credentials",
+        "A workload's connection string moves into a Secret holding a wrong password.",
+        SecretArgs,
+        _secret_credentials,
+        _CREATE_PLAYBOOK,
+        _SPANS,
+    ),
+    (
+        "kubernetes.missing-volume-claim",
+        "A workload gets a volume from a claim that no storage class can provision.",
+        ClaimArgs,
+        _missing_claim,
+        _CREATE_PLAYBOOK,
+        _PODS,
     ),
 ]
-for _id, _desc, _model, _fn, _pb in _KUBERNETES_FAULTS:
+for _id, _desc, _model, _fn, _pb, _signals in _KUBERNETES_FAULTS:
     register(
         FaultDefinition(
             id=_id,
@@ -643,6 +1072,7 @@ for _id, _desc, _model, _fn, _pb in _KUBERNETES_FAULTS:
             effect=_fn,
             playbook=_pb,
             category=_CATEGORIES[_id],
+            signals=_signals,
         )
     )
 
@@ -658,7 +1088,7 @@ def _network_delay(args: NetworkDelayArgs, namespace: str) -> list[ObjectChange]
         "delay": {"latency": f"{args.latency_ms}ms", "jitter": "0ms", "correlation": "100"},
         "direction": "to",
     }
-    return _chaos("NetworkChaos", f"{args.workload}-network-delay", namespace, spec)
+    return _chaos("NetworkChaos", f"{args.workload}-network-delay", namespace, spec, args)
 
 
 def _network_partition(args: PartitionArgs, namespace: str) -> list[ObjectChange]:
@@ -666,16 +1096,30 @@ def _network_partition(args: PartitionArgs, namespace: str) -> list[ObjectChange
         "action": "partition",
         "mode": "all",
         "selector": _selector(args.workload, namespace),
-        "direction": "both",
+        "direction": args.direction,
         "target": {"mode": "all", "selector": _selector(args.target, namespace)},
     }
     name = f"{args.workload}-{args.target}-partition"
-    return _chaos("NetworkChaos", name, namespace, spec)
+    return _chaos("NetworkChaos", name, namespace, spec, args)
 
 
-def _pod_failure(args: WorkloadArgs, namespace: str) -> list[ObjectChange]:
+def _network_loss(args: LossArgs, namespace: str) -> list[ObjectChange]:
+    spec: dict[str, Any] = {
+        "action": "loss",
+        "mode": "all",
+        "selector": _selector(args.workload, namespace),
+        "loss": {"loss": str(args.loss), "correlation": "0"},
+        "direction": "to",
+    }
+    if args.target:
+        spec["target"] = {"mode": "all", "selector": _selector(args.target, namespace)}
+    name = f"{args.workload}-{args.target or 'all'}-network-loss"
+    return _chaos("NetworkChaos", name, namespace, spec, args)
+
+
+def _pod_failure(args: ChaosArgs, namespace: str) -> list[ObjectChange]:
     spec = {"action": "pod-failure", "mode": "all", "selector": _selector(args.workload, namespace)}
-    return _chaos("PodChaos", f"{args.workload}-pod-failure", namespace, spec)
+    return _chaos("PodChaos", f"{args.workload}-pod-failure", namespace, spec, args)
 
 
 def _cpu_stress(args: CpuStressArgs, namespace: str) -> list[ObjectChange]:
@@ -684,22 +1128,22 @@ def _cpu_stress(args: CpuStressArgs, namespace: str) -> list[ObjectChange]:
         "selector": _selector(args.workload, namespace),
         "stressors": {"cpu": {"workers": args.workers, "load": args.load}},
     }
-    return _chaos("StressChaos", f"{args.workload}-cpu-stress", namespace, spec)
+    return _chaos("StressChaos", f"{args.workload}-cpu-stress", namespace, spec, args)
 
 
 def _memory_stress(args: MemoryStressArgs, namespace: str) -> list[ObjectChange]:
     spec = {
         "mode": "all",
         "selector": _selector(args.workload, namespace),
-        "stressors": {"memory": {"workers": 1, "size": args.size}},
+        "stressors": {"memory": {"workers": args.workers, "size": args.size}},
     }
-    return _chaos("StressChaos", f"{args.workload}-memory-stress", namespace, spec)
+    return _chaos("StressChaos", f"{args.workload}-memory-stress", namespace, spec, args)
 
 
 def _http(
     args: HttpChaosArgs, namespace: str, kind: str, extra: dict[str, Any]
 ) -> list[ObjectChange]:
-    spec = {
+    spec: dict[str, Any] = {
         "mode": "all",
         "selector": _selector(args.workload, namespace),
         "target": "Request",
@@ -707,7 +1151,9 @@ def _http(
         "path": args.path,
         **extra,
     }
-    return _chaos("HTTPChaos", f"{args.workload}-http-{kind}", namespace, spec)
+    if args.method:
+        spec["method"] = args.method
+    return _chaos("HTTPChaos", f"{args.workload}-http-{kind}", namespace, spec, args)
 
 
 def _http_abort(args: HttpChaosArgs, namespace: str) -> list[ObjectChange]:
@@ -718,6 +1164,11 @@ def _http_tamper(args: HttpChaosArgs, namespace: str) -> list[ObjectChange]:
     return _http(args, namespace, "tamper", {"replace": {"body": "eyJ0YW1wZXJlZCI6dHJ1ZX0="}})
 
 
+def _http_patch(args: HttpChaosArgs, namespace: str) -> list[ObjectChange]:
+    body = {"type": "JSON", "value": '{"email": "12345", "order": "error body"}'}
+    return _http(args, namespace, "patch", {"patch": {"body": body}})
+
+
 def _jvm_return(args: JvmReturnArgs, namespace: str) -> list[ObjectChange]:
     spec = {
         "action": "return",
@@ -725,63 +1176,107 @@ def _jvm_return(args: JvmReturnArgs, namespace: str) -> list[ObjectChange]:
         "selector": _selector(args.workload, namespace),
         "class": args.class_name,
         "method": args.method,
-        "value": args.value,
+        # Chaos Mesh 2.8 reads the value from `returnValue` (`value` is the selector's).
+        "returnValue": args.value,
         "port": 9277,
     }
-    return _chaos("JVMChaos", f"{args.workload}-jvm-return", namespace, spec)
+    return _chaos("JVMChaos", f"{args.workload}-jvm-return", namespace, spec, args)
 
 
-_CHAOS_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn]] = [
+def _jvm_heap(args: ChaosArgs, namespace: str) -> list[ObjectChange]:
+    spec = {
+        "action": "stress",
+        "mode": "all",
+        "selector": _selector(args.workload, namespace),
+        "memType": "heap",
+        "port": 9277,
+    }
+    return _chaos("JVMChaos", f"{args.workload}-jvm-heap-stress", namespace, spec, args)
+
+
+_CHAOS_FAULTS: list[tuple[str, str, type[FaultArgs], EffectFn, tuple[str, ...]]] = [
     (
         "chaos.network-delay",
-        "NetworkChaos delay: packets to a workload's pods are delayed.",
+        "NetworkChaos delay: packets to and from a workload's pods are delayed.",
         NetworkDelayArgs,
         _network_delay,
+        _SPANS,
     ),
     (
         "chaos.network-partition",
-        "NetworkChaos partition: a workload cannot reach a target workload (nor it, it).",
+        "NetworkChaos partition: a workload and a target workload cannot reach each other "
+        "(in the given direction).",
         PartitionArgs,
         _network_partition,
+        _SPANS,
+    ),
+    (
+        "chaos.network-loss",
+        "NetworkChaos loss: a share of a workload's packets (to a target) is dropped.",
+        LossArgs,
+        _network_loss,
+        _SPANS,
     ),
     (
         "chaos.pod-failure",
-        "PodChaos pod-failure: a workload's pods stop serving.",
-        WorkloadArgs,
+        "PodChaos pod-failure: a workload's containers run the pause image (still Ready) and "
+        "serve nothing.",
+        ChaosArgs,
         _pod_failure,
+        (*_SPANS, "kube_pod_container_status_restarts_total"),
     ),
     (
         "chaos.cpu-stress",
         "StressChaos cpu: stress workers burn CPU inside a workload's pods.",
         CpuStressArgs,
         _cpu_stress,
+        ("container_cpu_cfs_throttled_periods_total", *_SPANS),
     ),
     (
         "chaos.memory-stress",
         "StressChaos memory: stress workers allocate memory inside a workload's pods.",
         MemoryStressArgs,
         _memory_stress,
+        ("container_memory_working_set_bytes", "kube_pod_container_status_last_terminated_reason"),
     ),
     (
         "chaos.http-abort",
         "HTTPChaos abort: HTTP requests to a workload's port are aborted.",
         HttpChaosArgs,
         _http_abort,
+        _SPANS,
     ),
     (
         "chaos.http-tamper",
-        "HTTPChaos replace: HTTP request bodies to a workload's port are tampered with.",
+        "HTTPChaos replace: HTTP request bodies to a workload's port are replaced.",
         HttpChaosArgs,
         _http_tamper,
+        _SPANS,
+    ),
+    (
+        "chaos.http-patch",
+        "HTTPChaos patch: HTTP request bodies to a workload's port get JSON fields that break "
+        "them.",
+        HttpChaosArgs,
+        _http_patch,
+        _SPANS,
     ),
     (
         "chaos.jvm-return",
         "JVMChaos return: a JVM method of a workload returns a chosen value.",
         JvmReturnArgs,
         _jvm_return,
+        _SPANS,
+    ),
+    (
+        "chaos.jvm-heap-stress",
+        "JVMChaos stress: a workload's JVM heap fills up.",
+        ChaosArgs,
+        _jvm_heap,
+        (*_SPANS, "container_memory_working_set_bytes"),
     ),
 ]
-for _cid, _cdesc, _cmodel, _cfn in _CHAOS_FAULTS:
+for _cid, _cdesc, _cmodel, _cfn, _csignals in _CHAOS_FAULTS:
     register(
         FaultDefinition(
             id=_cid,
@@ -792,5 +1287,6 @@ for _cid, _cdesc, _cmodel, _cfn in _CHAOS_FAULTS:
             playbook=_CREATE_PLAYBOOK,
             agent_reachable=False,
             category=_CATEGORIES[_cid],
+            signals=_csignals,
         )
     )

@@ -23,11 +23,11 @@ from itbench.core.faults import get_fault
 from itbench.core.models.base import API_VERSION
 from itbench.core.models.scenario import EntityKind, Scenario
 from itbench.core.shop import (
-    COST_CONFIGMAP,
     FLAG_BY_KEY,
     FLAGD_CONFIGMAP,
     HPA_WORKLOADS,
     KAFKA_CONSUMERS,
+    NODES,
     SERVICES,
 )
 
@@ -105,8 +105,9 @@ def shop_inventory() -> Inventory:
         objects.add(("Deployment", spec.name))
         if spec.port is not None:
             objects.add(("Service", spec.name))
-    objects.update({("ConfigMap", FLAGD_CONFIGMAP), ("ConfigMap", COST_CONFIGMAP)})
+    objects.add(("ConfigMap", FLAGD_CONFIGMAP))
     objects.update(("HorizontalPodAutoscaler", w) for w, *_ in HPA_WORKLOADS)
+    objects.update(("Node", n) for n in NODES)
     rules = alert_rules("otel-demo")
     return Inventory(
         objects=frozenset(objects),

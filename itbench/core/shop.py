@@ -1,28 +1,20 @@
-"""The OpenTelemetry Astronomy Shop (demo 2.0, Helm chart names) as pure data.
+"""The OpenTelemetry Astronomy Shop as pure data: how its programs behave at the pinned release.
 
-Services with language, port, image and resources; operations with the calls they make (per-call
-fan-out); Kafka consumers; the Valkey cart store; flagd flags and what they do; the load generator.
+Programs (what runs in each container) with language, the ports they listen on and their resource
+habits; operations under the span names the stack exports (after the collector's semantic-
+convention renaming), with the calls each makes; Kafka consumers; flagd flags and what they do in
+the stack; the load generator's request mix. The Kubernetes objects themselves come from the
+rendered chart (`itbench.stack`), and a test checks this data against the upstream snapshot.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
-DEMO_VERSION = "2.0.2"
-"""The demo release whose images the baseline runs."""
-
-DEMO_REPOSITORY = "ghcr.io/open-telemetry/demo"
-KNOWN_DEMO_VERSIONS = ("1.12.0", "2.0.0", "2.0.1", "2.0.2")
-"""Demo releases whose images exist in the registry (multi-arch: amd64 and arm64)."""
-
-NODE_ARCHITECTURE = "amd64"
-"""Architecture of the cluster's nodes."""
-
 SpanKind = Literal["SPAN_KIND_SERVER", "SPAN_KIND_CONSUMER"]
-Protocol = Literal["grpc", "http", "redis", "kafka", "flagd"]
+Protocol = Literal["grpc", "http", "redis", "kafka", "flagd", "postgres"]
 CallMode = Literal["sync", "soft", "async"]
 
 
@@ -31,13 +23,16 @@ class Call:
     """One downstream call an operation makes.
 
     Attributes:
-        service: The callee service.
-        operation: The callee operation (its span name).
+        service: The callee program (its Deployment's name).
+        operation: The callee operation (its key in OPERATIONS).
         count: Calls per execution of the calling operation (fan-out).
-        address_env: The caller's environment variable that holds the callee's address.
+        address_env: The caller's environment variable that holds the callee's address (for
+            `<X>_HOST` the port is in `<X>_PORT`; connection strings are parsed).
         protocol: Wire protocol of the call.
         mode: sync (errors and latency propagate), soft (latency propagates, errors are absorbed)
-            or async (fire and forget, e.g. a Kafka produce).
+            or async (fire and forget).
+        span: The client span's exported name ("" for calls that export no client span, such as
+            flag evaluations served from the SDK's cache).
     """
 
     service: str
@@ -46,19 +41,23 @@ class Call:
     address_env: str
     protocol: Protocol
     mode: CallMode = "sync"
+    span: str = ""
 
 
 @dataclass(frozen=True)
 class Operation:
-    """One server (or consumer) operation of a service: a span name the span metrics carry.
+    """One server (or consumer) operation of a program.
 
     Attributes:
-        service: The service that serves it.
-        name: Span name.
+        service: The program that serves it.
+        name: The operation's key (for HTTP routes `METHOD route`; otherwise its span name).
         kind: Span kind.
         latency_ms: Own processing time at baseline (median), without downstream calls.
         cpu_ms: CPU core-milliseconds spent per execution.
         calls: Downstream calls, in the order they are made.
+        span: The exported span name when it differs from `name` (the collector renames spans
+            after semantic conventions: an HTTP server span without `http.route` keeps only its
+            method).
     """
 
     service: str
@@ -67,56 +66,54 @@ class Operation:
     latency_ms: float
     cpu_ms: float
     calls: tuple[Call, ...] = ()
+    span: str = ""
+
+    @property
+    def exported(self) -> str:
+        """The span name the span metrics and traces carry."""
+        return self.span or self.name
 
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """One component of the shop: a Deployment and (when it listens) a Service of the same name.
+    """One program of the shop: what runs in a container of the chart.
 
     Attributes:
-        name: Deployment, Service and container name.
+        name: Container name (and, for main containers, the Deployment's and Service's name).
         language: Implementation language / technology.
-        port: Port the application listens on (None for pure consumers).
+        port: The port its clients reach it on (None for pure consumers).
         protocol: Protocol served on that port.
-        image: Container image of the baseline.
-        cpu_request_m: CPU request in millicores.
-        cpu_limit_m: CPU limit in millicores.
-        memory_request_mi: Memory request in MiB.
-        memory_limit_mi: Memory limit in MiB (the chart's value).
         working_set_mi: Memory working set at baseline, in MiB.
         idle_cpu_m: CPU used with no traffic, in millicores.
-        env: Environment variables of the container (dependency addresses and settings).
-        extra_ports: Other named container ports.
+        extra_ports: Other ports it listens on, by name.
         jvm: Runs on the JVM (JVMChaos can attach to it).
-        instrumented: Emits OpenTelemetry spans (the span metrics exist for it).
-        replicas: Baseline replica count.
+        instrumented: Exports OpenTelemetry spans (span metrics exist for it).
+        workload: The Deployment it runs in ("" for its own name).
+        startup_dependency: (address variable, protocol) of a dependency it must reach to start
+            (it exits otherwise).
     """
 
     name: str
     language: str
     port: int | None
     protocol: Protocol | None
-    image: str
-    cpu_request_m: int
-    cpu_limit_m: int
-    memory_request_mi: int
-    memory_limit_mi: int
     working_set_mi: int
     idle_cpu_m: int
-    env: tuple[tuple[str, str], ...] = ()
     extra_ports: tuple[tuple[str, int], ...] = ()
     jvm: bool = False
     instrumented: bool = True
-    replicas: int = 1
+    workload: str = ""
+    startup_dependency: tuple[str, Protocol] | None = None
 
+    @property
+    def deployment(self) -> str:
+        """The Deployment this program runs in."""
+        return self.workload or self.name
 
-def demo_image(service: str, version: str = DEMO_VERSION) -> str:
-    """The published demo image of a service at a release."""
-    return f"{DEMO_REPOSITORY}:{version}-{service}"
-
-
-_FLAGD_ENV = (("FLAGD_HOST", "flagd"), ("FLAGD_PORT", "8013"))
-_OTEL_ENV = (("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector:4317"),)
+    def listens(self) -> set[int]:
+        """Every port the program listens on."""
+        ports = {p for _, p in self.extra_ports}
+        return ports | ({self.port} if self.port is not None else set())
 
 
 def _svc(
@@ -124,411 +121,207 @@ def _svc(
     language: str,
     port: int | None,
     protocol: Protocol | None,
-    *,
-    cpu: tuple[int, int],
-    memory: tuple[int, int, int],
+    working_set_mi: int,
     idle_cpu_m: int,
-    env: tuple[tuple[str, str], ...] = (),
-    image: str | None = None,
-    extra_ports: tuple[tuple[str, int], ...] = (),
-    jvm: bool = False,
-    instrumented: bool = True,
+    **extra: Any,
 ) -> ServiceSpec:
-    base_env: tuple[tuple[str, str], ...] = ()
-    if instrumented:
-        base_env = (("OTEL_SERVICE_NAME", name), *_OTEL_ENV, *_FLAGD_ENV)
-    if port is not None and instrumented:
-        base_env = (*base_env, (f"{name.upper().replace('-', '_')}_PORT", str(port)))
-    return ServiceSpec(
-        name=name,
-        language=language,
-        port=port,
-        protocol=protocol,
-        image=image or demo_image(name),
-        cpu_request_m=cpu[0],
-        cpu_limit_m=cpu[1],
-        memory_request_mi=memory[0],
-        memory_limit_mi=memory[1],
-        working_set_mi=memory[2],
-        idle_cpu_m=idle_cpu_m,
-        env=(*base_env, *env),
-        extra_ports=extra_ports,
-        jvm=jvm,
-        instrumented=instrumented,
-    )
+    return ServiceSpec(name, language, port, protocol, working_set_mi, idle_cpu_m, **extra)
 
 
 SERVICES: tuple[ServiceSpec, ...] = (
-    _svc(
-        "accounting",
-        ".NET",
-        None,
-        None,
-        cpu=(50, 200),
-        memory=(120, 120, 70),
-        idle_cpu_m=5,
-        env=(("KAFKA_ADDR", "kafka:9092"),),
-    ),
-    _svc(
-        "ad",
-        "Java",
-        8080,
-        "grpc",
-        cpu=(100, 300),
-        memory=(300, 300, 180),
-        idle_cpu_m=10,
-        jvm=True,
-    ),
-    _svc(
-        "cart",
-        ".NET",
-        8080,
-        "grpc",
-        cpu=(50, 200),
-        memory=(160, 160, 90),
-        idle_cpu_m=5,
-        env=(("VALKEY_ADDR", "valkey-cart:6379"),),
-    ),
-    _svc(
-        "checkout",
-        "Go",
-        8080,
-        "grpc",
-        cpu=(50, 200),
-        memory=(20, 20, 11),
-        idle_cpu_m=2,
-        env=(
-            ("CART_ADDR", "cart:8080"),
-            ("CURRENCY_ADDR", "currency:8080"),
-            ("EMAIL_ADDR", "http://email:8080"),
-            ("PAYMENT_ADDR", "payment:8080"),
-            ("PRODUCT_CATALOG_ADDR", "product-catalog:8080"),
-            ("SHIPPING_ADDR", "http://shipping:8080"),
-            ("KAFKA_ADDR", "kafka:9092"),
-        ),
-    ),
-    _svc("currency", "C++", 8080, "grpc", cpu=(50, 200), memory=(20, 20, 8), idle_cpu_m=2),
-    _svc("email", "Ruby", 8080, "http", cpu=(50, 200), memory=(100, 100, 55), idle_cpu_m=3),
-    _svc(
-        "fraud-detection",
-        "Kotlin",
-        None,
-        None,
-        cpu=(50, 300),
-        memory=(300, 300, 170),
-        idle_cpu_m=8,
-        env=(("KAFKA_ADDR", "kafka:9092"),),
-        jvm=True,
-    ),
-    _svc(
-        "frontend",
-        "TypeScript",
-        8080,
-        "http",
-        cpu=(100, 500),
-        memory=(250, 250, 140),
-        idle_cpu_m=10,
-        env=(
-            ("AD_ADDR", "ad:8080"),
-            ("CART_ADDR", "cart:8080"),
-            ("CHECKOUT_ADDR", "checkout:8080"),
-            ("CURRENCY_ADDR", "currency:8080"),
-            ("PRODUCT_CATALOG_ADDR", "product-catalog:8080"),
-            ("RECOMMENDATION_ADDR", "recommendation:8080"),
-            ("SHIPPING_ADDR", "http://shipping:8080"),
-        ),
-    ),
-    _svc(
-        "frontend-proxy",
-        "Envoy",
-        8080,
-        "http",
-        cpu=(50, 300),
-        memory=(65, 65, 35),
-        idle_cpu_m=3,
-        env=(
-            ("FRONTEND_HOST", "frontend"),
-            ("FRONTEND_PORT", "8080"),
-            ("IMAGE_PROVIDER_HOST", "image-provider"),
-            ("IMAGE_PROVIDER_PORT", "8081"),
-            ("FLAGD_UI_HOST", "flagd"),
-            ("FLAGD_UI_PORT", "4000"),
-        ),
-    ),
-    _svc(
-        "image-provider",
-        "nginx",
-        8081,
-        "http",
-        cpu=(20, 100),
-        memory=(50, 50, 12),
-        idle_cpu_m=1,
-    ),
-    _svc(
-        "load-generator",
-        "Python",
-        8089,
-        "http",
-        cpu=(200, 1000),
-        memory=(1500, 1500, 400),
-        idle_cpu_m=30,
-        env=(
-            ("LOCUST_HOST", "http://frontend-proxy:8080"),
-            ("LOCUST_USERS", "10"),
-            ("LOCUST_SPAWN_RATE", "1"),
-            ("LOCUST_AUTOSTART", "true"),
-        ),
-    ),
-    _svc("payment", "JavaScript", 8080, "grpc", cpu=(50, 200), memory=(120, 120, 60), idle_cpu_m=3),
+    _svc("accounting", ".NET", None, None, 70, 5),
+    _svc("ad", "Java", 8080, "grpc", 180, 10, jvm=True),
+    _svc("cart", ".NET", 8080, "grpc", 90, 5),
+    _svc("checkout", "Go", 8080, "grpc", 11, 2),
+    _svc("currency", "C++", 8080, "grpc", 8, 2),
+    _svc("email", "Ruby", 8080, "http", 55, 3),
+    _svc("fraud-detection", "Kotlin", None, None, 170, 8, jvm=True),
+    _svc("frontend", "TypeScript", 8080, "http", 140, 10),
+    _svc("frontend-proxy", "Envoy", 8080, "http", 35, 3, extra_ports=(("admin", 10000),)),
+    _svc("image-provider", "nginx", 8081, "http", 12, 1),
+    _svc("llm", "Python", 8000, "http", 45, 2, instrumented=False),
+    _svc("load-generator", "Python", 8089, "http", 400, 30),
+    _svc("payment", "JavaScript", 8080, "grpc", 60, 3),
+    # product-catalog pings PostgreSQL at start and exits when it cannot.
     _svc(
         "product-catalog",
         "Go",
         8080,
         "grpc",
-        cpu=(50, 200),
-        memory=(20, 20, 9),
-        idle_cpu_m=2,
+        9,
+        2,
+        startup_dependency=("DB_CONNECTION_STRING", "postgres"),
     ),
-    _svc("quote", "PHP", 8080, "http", cpu=(50, 200), memory=(40, 40, 22), idle_cpu_m=2),
-    _svc(
-        "recommendation",
-        "Python",
-        8080,
-        "grpc",
-        cpu=(50, 300),
-        memory=(500, 500, 60),
-        idle_cpu_m=4,
-        env=(("PRODUCT_CATALOG_ADDR", "product-catalog:8080"),),
-    ),
-    _svc(
-        "shipping",
-        "Rust",
-        8080,
-        "http",
-        cpu=(50, 200),
-        memory=(20, 20, 6),
-        idle_cpu_m=1,
-        env=(("QUOTE_ADDR", "http://quote:8080"),),
-    ),
+    _svc("product-reviews", "Python", 3551, "grpc", 60, 3),
+    _svc("quote", "PHP", 8080, "http", 22, 2),
+    _svc("recommendation", "Python", 8080, "grpc", 60, 4),
+    _svc("shipping", "Rust", 8080, "http", 6, 1),
     _svc(
         "kafka",
         "Kafka",
         9092,
         "kafka",
-        cpu=(200, 1000),
-        memory=(600, 600, 420),
-        idle_cpu_m=40,
+        420,
+        40,
         extra_ports=(("controller", 9093),),
         instrumented=False,
     ),
+    _svc("postgresql", "PostgreSQL", 5432, "postgres", 40, 3, instrumented=False),
+    _svc("valkey-cart", "Valkey", 6379, "redis", 7, 2, instrumented=False),
+    _svc("flagd", "Go", 8013, "flagd", 30, 3, extra_ports=(("ofrep", 8016),), instrumented=False),
+)
+"""The main program of every Deployment of the shop (container, Deployment and Service share its
+name); kafka, postgresql, valkey, flagd and llm export no application spans (llm has no
+OpenTelemetry SDK at the pinned release)."""
+
+SIDE_PROGRAMS: tuple[ServiceSpec, ...] = (
+    _svc("flagd-ui", "Elixir", 4000, "http", 120, 2, instrumented=False, workload="flagd"),
     _svc(
-        "valkey-cart",
-        "Valkey",
-        6379,
-        "redis",
-        cpu=(50, 200),
-        memory=(20, 20, 7),
-        idle_cpu_m=2,
-        image="valkey/valkey:8.1.3-alpine",
-        instrumented=False,
-    ),
-    _svc(
-        "flagd",
+        "opentelemetry-collector",
         "Go",
-        8013,
-        "flagd",
-        cpu=(50, 200),
-        memory=(75, 75, 30),
-        idle_cpu_m=3,
-        image="ghcr.io/open-feature/flagd:v0.12.8",
-        extra_ports=(("ofrep", 8016), ("ui", 4000)),
+        4317,
+        "grpc",
+        80,
+        10,
+        extra_ports=(
+            ("otlp-http", 4318),
+            ("metrics", 8888),
+            ("health", 13133),
+            ("zipkin", 9411),
+            ("jaeger-grpc", 14250),
+            ("jaeger-thrift", 14268),
+            ("jaeger-compact", 6831),
+        ),
         instrumented=False,
+        workload="otel-collector",
     ),
 )
+"""The other programs of the chart: flagd's UI sidecar and the OpenTelemetry Collector (its own
+Deployment, otel-collector)."""
 
-SERVICE_BY_NAME: dict[str, ServiceSpec] = {s.name: s for s in SERVICES}
+NODES: tuple[str, ...] = ("kind-control-plane", "kind-worker")
+"""The cluster's nodes: kind's control plane (tainted) and the worker the shop runs on."""
 
-THIRD_PARTY_IMAGES: dict[str, frozenset[str]] = {
-    "valkey/valkey:8.1.3-alpine": frozenset({"amd64", "arm64"}),
-    "valkey/valkey:7.2-alpine": frozenset({"amd64", "arm64"}),
-    "ghcr.io/open-feature/flagd:v0.12.8": frozenset({"amd64", "arm64"}),
-    "ghcr.io/open-feature/flagd:v0.11.1": frozenset({"amd64", "arm64"}),
-    "busybox:1.36": frozenset({"amd64", "arm64"}),
-    "arm64v8/busybox:1.36": frozenset({"arm64"}),
-}
-"""Images outside the demo repository that exist, with their platforms."""
-
-
-@lru_cache(maxsize=512)
-def image_platforms(image: str) -> frozenset[str] | None:
-    """Platforms an image reference exists for, or None when it cannot be pulled.
-
-    Demo images exist as `<repo>:<release>-<service>` (multi-arch) and as
-    `<repo>:<release>-<service>-arm64` (arm64 only).
-    """
-    if image in THIRD_PARTY_IMAGES:
-        return THIRD_PARTY_IMAGES[image]
-    repo, _, tag = image.rpartition(":")
-    if repo != DEMO_REPOSITORY:
-        return None
-    for version in KNOWN_DEMO_VERSIONS:
-        prefix = f"{version}-"
-        if not tag.startswith(prefix):
-            continue
-        rest = tag[len(prefix) :]
-        if rest in SERVICE_BY_NAME:
-            return frozenset({"amd64", "arm64"})
-        if rest.endswith("-arm64") and rest[: -len("-arm64")] in SERVICE_BY_NAME:
-            return frozenset({"arm64"})
-    return None
-
-
-@lru_cache(maxsize=512)
-def image_program(image: str) -> str | None:
-    """The shop component an image runs (None for images that are no shop component)."""
-    if image in THIRD_PARTY_IMAGES:
-        for s in SERVICES:
-            if s.image.split(":")[0] == image.split(":")[0]:
-                return s.name
-        return None
-    _, _, tag = image.rpartition(":")
-    for version in KNOWN_DEMO_VERSIONS:
-        if tag.startswith(f"{version}-"):
-            rest = tag[len(version) + 1 :].removesuffix("-arm64")
-            return rest if rest in SERVICE_BY_NAME else None
-    return None
+SERVICE_BY_NAME: dict[str, ServiceSpec] = {s.name: s for s in (*SERVICES, *SIDE_PROGRAMS)}
+"""Every program of the chart by container name."""
+COLLECTOR = "otel-collector"
+"""The Deployment of the OpenTelemetry Collector: span metrics and Kafka lag pass through it."""
 
 
 def _g(svc: str, op: str, n: float, env: str, mode: CallMode = "sync") -> Call:
-    return Call(svc, op, n, env, "grpc", mode)
+    return Call(svc, op, n, env, "grpc", mode, op)
 
 
 def _h(svc: str, op: str, n: float, env: str, mode: CallMode = "sync") -> Call:
-    return Call(svc, op, n, env, "http", mode)
+    # HTTP client spans carry no url.template, so the collector names them by method only.
+    return Call(svc, op, n, env, "http", mode, op.split(" ", 1)[0])
+
+
+def _flag(env: str = "FLAGD_HOST", n: float = 1) -> Call:
+    return Call("flagd", FLAG_EVALUATION, n, env, "flagd", "soft")
+
+
+def _sql(n: float, env: str = "DB_CONNECTION_STRING") -> Call:
+    return Call("postgresql", SQL_QUERY, n, env, "postgres", "sync", "postgresql")
 
 
 _PC = "product-catalog"
 _GET_PRODUCT = "oteldemo.ProductCatalogService/GetProduct"
 _LIST_PRODUCTS = "oteldemo.ProductCatalogService/ListProducts"
 _CONVERT = "oteldemo.CurrencyService/Convert"
-_CURRENCIES = "oteldemo.CurrencyService/GetSupportedCurrencies"
-_GET_CART = "oteldemo.CartService/GetCart"
-_ADD_ITEM = "oteldemo.CartService/AddItem"
-_EMPTY_CART = "oteldemo.CartService/EmptyCart"
-_FLAG = Call(
-    "flagd", "flagd.evaluation.v1.Service/ResolveBoolean", 1, "FLAGD_HOST", "flagd", "soft"
-)
-
+_GET_CART = "POST /oteldemo.CartService/GetCart"
+_ADD_ITEM = "POST /oteldemo.CartService/AddItem"
+_EMPTY_CART = "POST /oteldemo.CartService/EmptyCart"
+_PLACE_ORDER = "oteldemo.CheckoutService/PlaceOrder"
+_REVIEWS = "oteldemo.ProductReviewService/GetProductReviews"
+_ASK = "oteldemo.ProductReviewService/AskProductAIAssistant"
+_RECOMMEND = "oteldemo.RecommendationService/ListRecommendations"
+_CHAT = "POST /v1/chat/completions"
+FLAG_EVALUATION = "flagd.evaluation.v1.Service/ResolveBoolean"
+SQL_QUERY = "query"
 ORDERS_TOPIC = "orders"
+PUBLISH = f"publish {ORDERS_TOPIC}"
+PROXY = "frontend-proxy"
 
-OPERATIONS: tuple[Operation, ...] = (
-    # frontend-proxy (Envoy): one route per frontend API the load generator uses, plus images.
-    *(
-        Operation(
-            "frontend-proxy",
-            name,
-            "SPAN_KIND_SERVER",
-            2.0,
-            0.4,
-            (_h("frontend", name, 1, "FRONTEND_HOST"),),
-        )
-        for name in (
-            "GET /",
-            "GET /api/products/{productId}",
-            "GET /api/recommendations",
-            "GET /api/data",
-            "GET /api/cart",
-            "POST /api/cart",
-            "POST /api/checkout",
-        )
-    ),
-    Operation(
-        "frontend-proxy",
-        "GET /images/{image}",
-        "SPAN_KIND_SERVER",
-        1.0,
-        0.2,
-        (_h("image-provider", "GET /images/{image}", 1, "IMAGE_PROVIDER_HOST"),),
-    ),
-    Operation("image-provider", "GET /images/{image}", "SPAN_KIND_SERVER", 3.0, 0.3),
-    # frontend (Next.js)
-    Operation(
-        "frontend",
-        "GET /",
-        "SPAN_KIND_SERVER",
-        25.0,
-        8.0,
-        (
-            _g(_PC, _LIST_PRODUCTS, 1, "PRODUCT_CATALOG_ADDR"),
-            _g("currency", _CURRENCIES, 1, "CURRENCY_ADDR"),
-        ),
-    ),
-    Operation(
-        "frontend",
+_FRONTEND_ROUTES: tuple[tuple[str, str, float, float, tuple[Call, ...]], ...] = (
+    # (route, exported span name, own latency ms, cpu ms, calls)
+    ("GET /", "GET /", 25.0, 8.0, ()),
+    (
         "GET /api/products/{productId}",
-        "SPAN_KIND_SERVER",
+        "",
         12.0,
         4.0,
-        (
-            _g(_PC, _GET_PRODUCT, 1, "PRODUCT_CATALOG_ADDR"),
-            _g("currency", _CONVERT, 1, "CURRENCY_ADDR"),
-        ),
+        (_g(_PC, _GET_PRODUCT, 1, "PRODUCT_CATALOG_ADDR"),),
     ),
-    Operation(
-        "frontend",
+    (
         "GET /api/recommendations",
-        "SPAN_KIND_SERVER",
+        "",
         10.0,
         4.0,
         (
-            _g(
-                "recommendation",
-                "oteldemo.RecommendationService/ListRecommendations",
-                1,
-                "RECOMMENDATION_ADDR",
-            ),
+            _g("recommendation", _RECOMMEND, 1, "RECOMMENDATION_ADDR"),
             _g(_PC, _GET_PRODUCT, 4, "PRODUCT_CATALOG_ADDR"),
         ),
     ),
-    Operation(
-        "frontend",
-        "GET /api/data",
-        "SPAN_KIND_SERVER",
-        6.0,
-        2.0,
-        (_g("ad", "oteldemo.AdService/GetAds", 1, "AD_ADDR"),),
-    ),
-    Operation(
-        "frontend",
-        "GET /api/cart",
-        "SPAN_KIND_SERVER",
+    (
+        "GET /api/product-reviews/{productId}",
+        "GET",
         8.0,
         3.0,
-        (_g("cart", _GET_CART, 1, "CART_ADDR"),),
+        (_g("product-reviews", _REVIEWS, 1, "PRODUCT_REVIEWS_ADDR"),),
     ),
-    Operation(
-        "frontend",
+    (
+        "POST /api/product-ask-ai-assistant/{productId}",
+        "POST",
+        10.0,
+        3.0,
+        (_g("product-reviews", _ASK, 1, "PRODUCT_REVIEWS_ADDR"),),
+    ),
+    ("GET /api/data", "", 6.0, 2.0, (_g("ad", "oteldemo.AdService/GetAds", 1, "AD_ADDR"),)),
+    ("GET /api/cart", "", 8.0, 3.0, (_g("cart", _GET_CART, 1, "CART_ADDR"),)),
+    (
         "POST /api/cart",
-        "SPAN_KIND_SERVER",
+        "",
         8.0,
         3.0,
-        (_g("cart", _ADD_ITEM, 1, "CART_ADDR"),),
+        (_g("cart", _ADD_ITEM, 1, "CART_ADDR"), _g("cart", _GET_CART, 1, "CART_ADDR")),
     ),
-    Operation(
-        "frontend",
+    (
         "POST /api/checkout",
-        "SPAN_KIND_SERVER",
+        "",
         15.0,
         5.0,
         (
-            _g("checkout", "oteldemo.CheckoutService/PlaceOrder", 1, "CHECKOUT_ADDR"),
+            _g("checkout", _PLACE_ORDER, 1, "CHECKOUT_ADDR"),
             _g(_PC, _GET_PRODUCT, 2, "PRODUCT_CATALOG_ADDR"),
         ),
     ),
-    # checkout (Go): the order path.
+)
+"""The frontend's routes the load generator reaches. Without `http.route` (set by the collector
+only for the routes it knows) a Next.js API span keeps only its method."""
+
+OPERATIONS: tuple[Operation, ...] = (
+    # frontend-proxy (Envoy): its spans carry http.method but no route, so they export as the
+    # method; the routes stay apart here to carry the traffic to the frontend.
+    *(
+        Operation(
+            PROXY,
+            route,
+            "SPAN_KIND_SERVER",
+            2.0,
+            0.4,
+            (_h("frontend", route, 1, "FRONTEND_HOST"),),
+            route.split(" ", 1)[0],
+        )
+        for route, *_ in _FRONTEND_ROUTES
+    ),
+    *(
+        Operation("frontend", route, "SPAN_KIND_SERVER", latency, cpu, calls, span)
+        for route, span, latency, cpu, calls in _FRONTEND_ROUTES
+    ),
     Operation(
         "checkout",
-        "oteldemo.CheckoutService/PlaceOrder",
+        _PLACE_ORDER,
         "SPAN_KIND_SERVER",
         10.0,
         3.0,
@@ -537,12 +330,15 @@ OPERATIONS: tuple[Operation, ...] = (
             _g(_PC, _GET_PRODUCT, 2, "PRODUCT_CATALOG_ADDR"),
             _g("currency", _CONVERT, 3, "CURRENCY_ADDR"),
             _h("shipping", "POST /get-quote", 1, "SHIPPING_ADDR"),
+            _flag(),
             _g("payment", "oteldemo.PaymentService/Charge", 1, "PAYMENT_ADDR"),
             _h("shipping", "POST /ship-order", 1, "SHIPPING_ADDR"),
-            _g("cart", _EMPTY_CART, 1, "CART_ADDR"),
+            # checkout drops EmptyCart's error (`_ = cs.emptyUserCart(...)`).
+            _g("cart", _EMPTY_CART, 1, "CART_ADDR", "soft"),
             _h("email", "POST /send_order_confirmation", 1, "EMAIL_ADDR", "soft"),
-            Call("kafka", f"{ORDERS_TOPIC} publish", 1, "KAFKA_ADDR", "kafka", "async"),
-            _FLAG,
+            # The producer waits for Kafka's ack but only logs a failure.
+            Call("kafka", PUBLISH, 1, "KAFKA_ADDR", "kafka", "soft", PUBLISH),
+            _flag(),
         ),
     ),
     Operation(
@@ -551,7 +347,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "SPAN_KIND_SERVER",
         3.0,
         1.0,
-        (Call("valkey-cart", "HGET", 1, "VALKEY_ADDR", "redis"),),
+        (Call("valkey-cart", "HGET", 1, "VALKEY_ADDR", "redis", span="HGET"),),
     ),
     Operation(
         "cart",
@@ -560,8 +356,9 @@ OPERATIONS: tuple[Operation, ...] = (
         4.0,
         1.2,
         (
-            Call("valkey-cart", "HGET", 1, "VALKEY_ADDR", "redis"),
-            Call("valkey-cart", "HSET", 1, "VALKEY_ADDR", "redis"),
+            Call("valkey-cart", "HGET", 1, "VALKEY_ADDR", "redis", span="HGET"),
+            Call("valkey-cart", "HMSET", 1, "VALKEY_ADDR", "redis", span="HMSET"),
+            Call("valkey-cart", "EXPIRE", 1, "VALKEY_ADDR", "redis", span="EXPIRE"),
         ),
     ),
     Operation(
@@ -570,24 +367,63 @@ OPERATIONS: tuple[Operation, ...] = (
         "SPAN_KIND_SERVER",
         3.0,
         1.0,
-        (Call("valkey-cart", "HSET", 1, "VALKEY_ADDR", "redis"), _FLAG),
+        (Call("valkey-cart", "HMSET", 1, "VALKEY_ADDR", "redis", span="HMSET"), _flag()),
     ),
-    Operation("valkey-cart", "HGET", "SPAN_KIND_SERVER", 0.3, 0.05),
-    Operation("valkey-cart", "HSET", "SPAN_KIND_SERVER", 0.3, 0.05),
-    Operation("product-catalog", _LIST_PRODUCTS, "SPAN_KIND_SERVER", 2.0, 0.5, (_FLAG,)),
-    Operation("product-catalog", _GET_PRODUCT, "SPAN_KIND_SERVER", 1.5, 0.4, (_FLAG,)),
+    *(
+        Operation("valkey-cart", name, "SPAN_KIND_SERVER", 0.3, 0.05)
+        for name in ("HGET", "HMSET", "EXPIRE")
+    ),
+    Operation("product-catalog", _LIST_PRODUCTS, "SPAN_KIND_SERVER", 2.0, 0.5, (_sql(1),)),
+    # GetProduct evaluates productCatalogFailure only for product OLJCESPC7Z (1 in 10).
+    Operation(
+        "product-catalog",
+        _GET_PRODUCT,
+        "SPAN_KIND_SERVER",
+        1.5,
+        0.4,
+        (_flag(n=0.1), _sql(1)),
+    ),
+    Operation("postgresql", SQL_QUERY, "SPAN_KIND_SERVER", 0.8, 0.2),
     Operation("currency", _CONVERT, "SPAN_KIND_SERVER", 0.8, 0.2),
-    Operation("currency", _CURRENCIES, "SPAN_KIND_SERVER", 0.5, 0.1),
+    Operation(
+        "currency", "oteldemo.CurrencyService/GetSupportedCurrencies", "SPAN_KIND_SERVER", 0.5, 0.1
+    ),
     Operation(
         "recommendation",
-        "oteldemo.RecommendationService/ListRecommendations",
+        _RECOMMEND,
         "SPAN_KIND_SERVER",
         6.0,
         2.0,
-        (_g(_PC, _LIST_PRODUCTS, 1, "PRODUCT_CATALOG_ADDR"), _FLAG),
+        (_flag(), _g(_PC, _LIST_PRODUCTS, 1, "PRODUCT_CATALOG_ADDR")),
     ),
-    Operation("ad", "oteldemo.AdService/GetAds", "SPAN_KIND_SERVER", 4.0, 1.5, (_FLAG,)),
-    Operation("payment", "oteldemo.PaymentService/Charge", "SPAN_KIND_SERVER", 8.0, 2.0, (_FLAG,)),
+    Operation("ad", "oteldemo.AdService/GetAds", "SPAN_KIND_SERVER", 4.0, 1.5, (_flag(n=3),)),
+    Operation(
+        "payment", "oteldemo.PaymentService/Charge", "SPAN_KIND_SERVER", 8.0, 2.0, (_flag(),)
+    ),
+    Operation(
+        "product-reviews",
+        _REVIEWS,
+        "SPAN_KIND_SERVER",
+        4.0,
+        1.5,
+        (_sql(1),),
+    ),
+    Operation(
+        "product-reviews",
+        _ASK,
+        "SPAN_KIND_SERVER",
+        20.0,
+        6.0,
+        (
+            _flag(),
+            Call("llm", _CHAT, 1, "LLM_HOST", "http", "sync", "chat astronomy-llm"),
+            _sql(1),
+            _g(_PC, _GET_PRODUCT, 1, "PRODUCT_CATALOG_ADDR"),
+            _flag(),
+            Call("llm", _CHAT, 1, "LLM_HOST", "http", "sync", "chat astronomy-llm"),
+        ),
+    ),
+    Operation("llm", _CHAT, "SPAN_KIND_SERVER", 30.0, 3.0, (_flag(n=2),)),
     Operation(
         "shipping",
         "POST /get-quote",
@@ -598,13 +434,20 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation("shipping", "POST /ship-order", "SPAN_KIND_SERVER", 1.5, 0.4),
     Operation("quote", "POST /getquote", "SPAN_KIND_SERVER", 5.0, 1.5),
-    Operation("email", "POST /send_order_confirmation", "SPAN_KIND_SERVER", 30.0, 6.0, (_FLAG,)),
-    Operation("flagd", "flagd.evaluation.v1.Service/ResolveBoolean", "SPAN_KIND_SERVER", 0.2, 0.05),
-    Operation("kafka", f"{ORDERS_TOPIC} publish", "SPAN_KIND_SERVER", 1.0, 0.2),
-    Operation("accounting", f"{ORDERS_TOPIC} receive", "SPAN_KIND_CONSUMER", 4.0, 1.0),
-    Operation("fraud-detection", f"{ORDERS_TOPIC} receive", "SPAN_KIND_CONSUMER", 6.0, 2.0),
+    Operation("email", "POST /send_order_confirmation", "SPAN_KIND_SERVER", 30.0, 6.0, (_flag(),)),
+    Operation("flagd", FLAG_EVALUATION, "SPAN_KIND_SERVER", 0.2, 0.05),
+    Operation("kafka", PUBLISH, "SPAN_KIND_SERVER", 1.0, 0.2),
+    Operation("accounting", f"receive {ORDERS_TOPIC}", "SPAN_KIND_CONSUMER", 4.0, 1.0, (_sql(3),)),
+    Operation(
+        "fraud-detection",
+        f"process {ORDERS_TOPIC}",
+        "SPAN_KIND_CONSUMER",
+        6.0,
+        2.0,
+        (_flag(),),
+    ),
 )
-"""Every operation; the kafka, valkey-cart and flagd entries carry no spans (uninstrumented)."""
+"""Every operation; the kafka, postgresql, valkey-cart, flagd and llm entries carry no spans."""
 
 
 @dataclass(frozen=True)
@@ -617,6 +460,7 @@ class KafkaConsumer:
         topic: The topic it reads.
         operation: Its consumer operation.
         capacity_per_replica: Messages per second one ready replica processes at baseline.
+        flag_delay_seconds: Seconds it sleeps per record while kafkaQueueProblems is on.
     """
 
     service: str
@@ -624,14 +468,40 @@ class KafkaConsumer:
     topic: str
     operation: str
     capacity_per_replica: float
+    flag_delay_seconds: float = 0.0
 
 
 KAFKA_CONSUMERS: tuple[KafkaConsumer, ...] = (
-    KafkaConsumer("accounting", "accounting", ORDERS_TOPIC, f"{ORDERS_TOPIC} receive", 50.0),
+    KafkaConsumer("accounting", "accounting", ORDERS_TOPIC, f"receive {ORDERS_TOPIC}", 50.0),
     KafkaConsumer(
-        "fraud-detection", "fraud-detection", ORDERS_TOPIC, f"{ORDERS_TOPIC} receive", 30.0
+        "fraud-detection",
+        "fraud-detection",
+        ORDERS_TOPIC,
+        f"process {ORDERS_TOPIC}",
+        30.0,
+        flag_delay_seconds=1.0,
     ),
 )
+
+POSTGRES_PASSWORD = "otelp"
+"""The password the chart's PostgreSQL clients give for user otelu (their DB_CONNECTION_STRINGs);
+the server accepts no other."""
+COLLECTOR_KAFKA_BROKER = "kafka:9092"
+"""The broker the collector's kafkametrics receiver scrapes (its rendered configuration)."""
+
+JVM_METHODS: dict[str, dict[str, str]] = {
+    "ad": {
+        "oteldemo.AdService.getInstance": "oteldemo.AdService",
+        "oteldemo.AdService.getAdsByCategory": "java.util.Collection",
+        "oteldemo.AdService.getRandomAds": "java.util.List",
+        "oteldemo.AdService.createAdsMap": "com.google.common.collect.ImmutableListMultimap",
+        "oteldemo.AdService.start": "void",
+        "oteldemo.AdService.stop": "void",
+        "oteldemo.AdService$AdServiceImpl.getAds": "void",
+    },
+}
+"""Methods of the JVM programs a JVMChaos rule can name (`<class>.<method>` -> return type), read
+from the pinned source: `getAds` is declared in the nested AdServiceImpl and returns void."""
 
 VALKEY_SERVICE = "valkey-cart"
 """The cart's store; a `--requirepass` argument on it demands the password in VALKEY_ADDR."""
@@ -639,44 +509,52 @@ VALKEY_SERVICE = "valkey-cart"
 
 @dataclass(frozen=True)
 class LoadTask:
-    """A task of the load generator's locustfile: its weight and the requests it makes."""
+    """A task of the load generator's locustfile: its weight and the routes it requests."""
 
     name: str
     weight: int
     requests: tuple[tuple[str, float], ...]
 
 
-PROXY = "frontend-proxy"
 LOAD_USERS = 10
-"""Users the load generator simulates (LOCUST_USERS)."""
+"""Users the load generator simulates (the chart's LOCUST_USERS)."""
 LOAD_WAIT_SECONDS = 5.5
 """Mean wait between a user's tasks (locust wait_time between(1, 10))."""
 FLOOD_FLAG = "loadGeneratorFloodHomepage"
+_PRODUCT = "GET /api/products/{productId}"
 
 LOAD_TASKS: tuple[LoadTask, ...] = (
-    LoadTask("index", 1, (("GET /", 1), ("GET /images/{image}", 9))),
+    LoadTask("index", 1, (("GET /", 1),)),
+    LoadTask("browse_product", 10, ((_PRODUCT, 1),)),
+    LoadTask("get_recommendations", 3, (("GET /api/recommendations", 1),)),
+    LoadTask("get_product_reviews", 2, (("GET /api/product-reviews/{productId}", 1),)),
     LoadTask(
-        "browse_product", 10, (("GET /api/products/{productId}", 1), ("GET /images/{image}", 1))
-    ),
-    LoadTask(
-        "get_recommendations", 3, (("GET /api/recommendations", 1), ("GET /images/{image}", 4))
+        "ask_product_ai_assistant", 1, (("POST /api/product-ask-ai-assistant/{productId}", 1),)
     ),
     LoadTask("get_ads", 3, (("GET /api/data", 1),)),
     LoadTask("view_cart", 3, (("GET /api/cart", 1),)),
-    LoadTask("add_to_cart", 2, (("GET /api/products/{productId}", 1), ("POST /api/cart", 1))),
+    LoadTask("add_to_cart", 2, ((_PRODUCT, 1), ("POST /api/cart", 1))),
+    LoadTask("checkout", 1, ((_PRODUCT, 1), ("POST /api/cart", 1), ("POST /api/checkout", 1))),
     LoadTask(
-        "checkout",
-        1,
-        (("GET /api/products/{productId}", 1), ("POST /api/cart", 1), ("POST /api/checkout", 1)),
-    ),
-    LoadTask(
-        "checkout_multi",
-        1,
-        (("GET /api/products/{productId}", 3), ("POST /api/cart", 3), ("POST /api/checkout", 1)),
+        "checkout_multi", 1, ((_PRODUCT, 3), ("POST /api/cart", 3), ("POST /api/checkout", 1))
     ),
     LoadTask("flood_home", 5, (("GET /", 0),)),
 )
-"""The locustfile's tasks; flood_home repeats `GET /` as often as the flood flag's value says."""
+"""The locustfile's HttpUser tasks (no image requests: those come from browsers only);
+flood_home repeats `GET /` as often as the flood flag's value says, and checkout_multi adds
+2 to 4 items (3 on average)."""
+
+LOAD_PATHS: dict[str, str] = {
+    "/": "GET /",
+    "/api/products/{product}": _PRODUCT,
+    "/api/recommendations": "GET /api/recommendations",
+    "/api/product-reviews/{product}": "GET /api/product-reviews/{productId}",
+    "/api/product-ask-ai-assistant/{product}": "POST /api/product-ask-ai-assistant/{productId}",
+    "/api/data/": "GET /api/data",
+    "/api/cart": "/api/cart",
+    "/api/checkout": "POST /api/checkout",
+}
+"""How the locustfile's request paths map to the routes above (`/api/cart` takes its method)."""
 
 
 def proxy_request_rates(flood: float) -> dict[str, float]:
@@ -696,167 +574,120 @@ def proxy_request_rates(flood: float) -> dict[str, float]:
     return rates
 
 
+def flood_task_rate() -> float:
+    """Runs per second of flood_home, each of which evaluates the flood flag over OFREP."""
+    total_weight = sum(t.weight for t in LOAD_TASKS)
+    weight = next(t.weight for t in LOAD_TASKS if t.name == "flood_home")
+    return LOAD_USERS / LOAD_WAIT_SECONDS * weight / total_weight
+
+
 # ---- flagd -----------------------------------------------------------------------------------
+
+Effect = Literal["error", "cpu", "leak", "gc", "unreachable", "kafka", "flood", "cache", "none"]
 
 
 @dataclass(frozen=True)
 class FlagDefinition:
-    """A flag of demo.flagd.json with its variants and what each variant does.
+    """A flag of the pinned demo.flagd.json and what it does in the stack.
 
     Attributes:
         key: Flag key.
-        description: The chart's description.
-        variants: Variant name -> value, as in demo.flagd.json.
-        service: The service whose behaviour the flag changes.
+        service: The program that evaluates it.
         operation: The operation affected (None: every operation of the service).
-        effect: error (value = error ratio), latency (value = added ms), cpu (value scales extra
-            millicores), leak (value scales MiB of leak per 1000 calls), gc (pauses), unreachable
-            (calls from `caller` to the service fail), slow-route (value = ms added on the proxy's
-            route to the service), kafka (value = extra messages per order, consumers slow down),
-            flood (load generator floods the homepage), cache (an in-process cache grows by
-            `magnitude` MiB per minute and slows lookups).
+        effect: error (value = error ratio), cpu (value scales extra millicores), leak (value
+            scales MiB of leak per 1000 calls), gc (pauses), unreachable (calls from `caller` to
+            the service fail), kafka (value = extra messages per order, a consumer sleeps per
+            record), flood (load generator floods the homepage), cache (an in-process cache
+            grows by `magnitude` MiB per minute and slows lookups), none (no telemetry effect in
+            the stack; `why` says why).
         caller: For unreachable: the caller whose calls fail.
         magnitude: Scale of the effect per unit of the variant value.
+        why: For effect none: why the stack shows nothing.
     """
 
     key: str
-    description: str
-    variants: dict[str, bool | float | int]
     service: str
     operation: str | None
-    effect: Literal[
-        "error", "cpu", "leak", "gc", "unreachable", "slow-route", "kafka", "flood", "cache"
-    ]
+    effect: Effect
     caller: str = ""
     magnitude: float = 1.0
+    why: str = ""
 
-    def value(self, variant: str) -> float:
-        """Numeric value of a variant (booleans as 0/1)."""
-        raw = self.variants.get(variant, 0)
-        return float(raw)
-
-
-_ON_OFF: dict[str, bool | float | int] = {"on": True, "off": False}
 
 FLAGS: tuple[FlagDefinition, ...] = (
     FlagDefinition(
-        "productCatalogFailure",
-        "Fail product catalog service on a specific product",
-        dict(_ON_OFF),
-        "product-catalog",
-        _GET_PRODUCT,
-        "error",
-        magnitude=0.1,
+        "productCatalogFailure", "product-catalog", _GET_PRODUCT, "error", magnitude=0.1
     ),
-    FlagDefinition(
-        "recommendationCacheFailure",
-        "Fail recommendation service cache",
-        dict(_ON_OFF),
-        "recommendation",
-        None,
-        "cache",
-        magnitude=40.0,
-    ),
-    FlagDefinition(
-        "adManualGc",
-        "Triggers full manual garbage collections in the ad service",
-        dict(_ON_OFF),
-        "ad",
-        None,
-        "gc",
-    ),
-    FlagDefinition(
-        "adHighCpu",
-        "Triggers high cpu load in the ad service",
-        dict(_ON_OFF),
-        "ad",
-        None,
-        "cpu",
-        magnitude=2000.0,
-    ),
-    FlagDefinition(
-        "adFailure", "Fail ad service", dict(_ON_OFF), "ad", None, "error", magnitude=0.1
-    ),
-    FlagDefinition(
-        "kafkaQueueProblems",
-        "Overloads Kafka queue while simultaneously introducing a consumer side delay leading "
-        "to a lag spike",
-        {"on": 100, "off": 0},
-        "kafka",
-        None,
-        "kafka",
-    ),
-    FlagDefinition("cartFailure", "Fail cart service", dict(_ON_OFF), "cart", _EMPTY_CART, "error"),
-    FlagDefinition(
-        "paymentFailure",
-        "Fail payment service charge requests n%",
-        {"100%": 1, "90%": 0.95, "75%": 0.75, "50%": 0.5, "25%": 0.25, "10%": 0.1, "off": 0},
-        "payment",
-        None,
-        "error",
-    ),
-    FlagDefinition(
-        "paymentUnreachable",
-        "Payment service is unavailable",
-        dict(_ON_OFF),
-        "payment",
-        None,
-        "unreachable",
-        caller="checkout",
-    ),
-    FlagDefinition(
-        "loadGeneratorFloodHomepage",
-        "Flood the frontend with a large amount of requests.",
-        {"on": 100, "off": 0},
-        "load-generator",
-        None,
-        "flood",
-    ),
+    FlagDefinition("recommendationCacheFailure", "recommendation", None, "cache", magnitude=40.0),
+    FlagDefinition("adManualGc", "ad", None, "gc"),
+    FlagDefinition("adHighCpu", "ad", None, "cpu", magnitude=2000.0),
+    FlagDefinition("adFailure", "ad", None, "error", magnitude=0.1),
+    FlagDefinition("kafkaQueueProblems", "kafka", None, "kafka"),
+    FlagDefinition("cartFailure", "cart", _EMPTY_CART, "error"),
+    FlagDefinition("paymentFailure", "payment", None, "error"),
+    FlagDefinition("paymentUnreachable", "payment", None, "unreachable", caller="checkout"),
+    FlagDefinition(FLOOD_FLAG, "load-generator", None, "flood"),
+    FlagDefinition("emailMemoryLeak", "email", None, "leak", magnitude=2.0),
     FlagDefinition(
         "imageSlowLoad",
-        "slow loading images in the frontend",
-        {"10sec": 10000, "5sec": 5000, "off": 0},
-        "image-provider",
+        "frontend",
         None,
-        "slow-route",
-        caller=PROXY,
+        "none",
+        why="only browser users send the fault-delay header to Envoy, and the stack runs the "
+        "load generator without browser traffic",
     ),
     FlagDefinition(
-        "emailMemoryLeak",
-        "Memory leak in the email service.",
-        {"off": 0, "1x": 1, "10x": 10, "100x": 100, "1000x": 1000, "10000x": 10000},
-        "email",
+        "failedReadinessProbe",
+        "cart",
         None,
-        "leak",
-        magnitude=2.0,
+        "none",
+        why="it fails cart's gRPC health check, but the chart gives cart no readiness probe",
+    ),
+    FlagDefinition(
+        "llmInaccurateResponse",
+        "product-reviews",
+        None,
+        "none",
+        why="it changes the text of one product's AI summary; no span, metric or log shows it",
+    ),
+    FlagDefinition(
+        "llmRateLimitError",
+        "product-reviews",
+        None,
+        "none",
+        why="the LLM's 429 marks only an internal span and the client span as errors; the gRPC "
+        "server span answers normally, so no server error rate rises",
     ),
 )
-"""The fault-injection flags of demo.flagd.json (every default variant is `off`)."""
+"""Every flag of the pinned demo.flagd.json (each default variant is `off`)."""
 
 FLAG_BY_KEY: dict[str, FlagDefinition] = {f.key: f for f in FLAGS}
 FLAGD_CONFIGMAP = "flagd-config"
 FLAGD_CONFIG_KEY = "demo.flagd.json"
+FLAGD_DEPLOYMENT = "flagd"
+"""flagd reads its flags from a copy the init container makes at pod start: a changed
+ConfigMap takes effect when this Deployment rolls out again."""
 
 
-def default_flagd_config() -> dict[str, Any]:
-    """The demo.flagd.json document of the baseline (every flag off)."""
-    return {
-        "$schema": "https://flagd.dev/schema/v0/flags.json",
-        "flags": {
-            f.key: {
-                "description": f.description,
-                "state": "ENABLED",
-                "variants": dict(f.variants),
-                "defaultVariant": "off",
-            }
-            for f in FLAGS
-        },
-    }
+def flag_value(variants: dict[str, Any], variant: str) -> float:
+    """Numeric value of a variant (booleans as 0/1; unknown variants as 0)."""
+    raw = variants.get(variant, 0)
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return 0.0
 
 
-def default_flagd_config_text() -> str:
-    """demo.flagd.json as the chart's ConfigMap holds it (indented JSON text)."""
-    return json.dumps(default_flagd_config(), indent=2) + "\n"
+def flag_variants(flagd_config_text: str) -> dict[str, dict[str, Any]]:
+    """Each flag's variants in a demo.flagd.json text (empty when it does not parse)."""
+    try:
+        doc = json.loads(flagd_config_text) if flagd_config_text else {}
+    except json.JSONDecodeError:
+        return {}
+    flags = doc.get("flags") if isinstance(doc, dict) else None
+    if not isinstance(flags, dict):
+        return {}
+    return {str(k): dict(v.get("variants") or {}) for k, v in flags.items() if isinstance(v, dict)}
 
 
 # ---- FinOps ----------------------------------------------------------------------------------
@@ -865,10 +696,12 @@ PRICE_PER_CORE_HOUR = 0.031611
 """USD per requested vCPU-hour (on-demand general-purpose price, us-east-1 class)."""
 PRICE_PER_GIB_HOUR = 0.004237
 """USD per requested GiB-hour of memory."""
+DEFAULT_COST_BUDGET_PER_HOUR = 0.085
+"""The hourly budget (USD) of the namespace's requested resources that the cost rule checks."""
 COST_CONFIGMAP = "cost-alert-config"
 COST_BUDGET_KEY = "budgetPerHour"
-DEFAULT_COST_BUDGET_PER_HOUR = 0.075
-"""The baseline hourly budget (USD) of the namespace in cost-alert-config."""
+"""Name and key of a budget ConfigMap. The pinned stack has none (the budget is a constant of the
+cost rule, above); scoring still treats a ConfigMap of this name as alert configuration."""
 
 HPA_WORKLOADS: tuple[tuple[str, int, int, int], ...] = (
     ("frontend", 1, 3, 80),
@@ -876,7 +709,8 @@ HPA_WORKLOADS: tuple[tuple[str, int, int, int], ...] = (
     ("recommendation", 1, 3, 80),
     ("cart", 1, 3, 80),
 )
-"""Baseline HorizontalPodAutoscalers: (workload, minReplicas, maxReplicas, CPU target %)."""
+"""The stack's HorizontalPodAutoscalers (itbench/stack/manifests/autoscaling.yaml): (workload,
+minReplicas, maxReplicas, CPU target %)."""
 
 
 def request_cost_per_hour(cpu_cores: float, memory_bytes: float) -> float:
@@ -887,6 +721,6 @@ def request_cost_per_hour(cpu_cores: float, memory_bytes: float) -> float:
 def service_calls() -> list[tuple[str, str]]:
     """The service call graph as sorted, unique (caller, callee) pairs (incl. Kafka and load)."""
     edges = {(o.service, c.service) for o in OPERATIONS for c in o.calls}
-    edges |= {("load-generator", PROXY)}
+    edges |= {("load-generator", PROXY), ("load-generator", "flagd")}
     edges |= {("kafka", k.service) for k in KAFKA_CONSUMERS}
     return sorted(edges)

@@ -24,26 +24,31 @@ def finops_doc() -> dict[str, Any]:
     """A valid FinOps scenario with a cost target."""
     d = doc(
         domain="FinOps",
-        **{"class": "CostAlertMisconfiguration"},
-        faults=[{"id": "kubernetes.cost-alert-threshold", "args": {"threshold": "0.01"}}],
+        **{"class": "AutoscalerMisconfiguration"},
+        faults=[
+            {
+                "id": "kubernetes.hpa-misconfiguration",
+                "args": {"workload": "frontend", "cpuUtilization": 5, "maxReplicas": 8},
+            }
+        ],
         triggers={
             "alerts": [{"alertname": "CostBudgetExceeded", "labels": {"namespace": "otel-demo"}}]
         },
     )
     truth = d["spec"]["groundTruth"]
     truth["entities"] = [
-        {"id": "c", "kind": "ConfigMap", "name": "cost-alert-config", "rootCause": True}
+        {"id": "h", "kind": "HorizontalPodAutoscaler", "name": "frontend", "rootCause": True}
     ]
     truth["propagation"] = []
     truth["mitigations"] = [
         {
-            "description": "raise the budget",
+            "description": "restore the autoscaler",
             "steps": [
                 {
                     "action": "patch",
-                    "kind": "ConfigMap",
-                    "name": "cost-alert-config",
-                    "patch": '{"data":{"budgetPerHour":"0.075"}}',
+                    "kind": "HorizontalPodAutoscaler",
+                    "name": "frontend",
+                    "patch": '{"spec":{"maxReplicas":3}}',
                 }
             ],
         }

@@ -115,6 +115,11 @@ class EntityKind(StrEnum):
     STRESS_CHAOS = "StressChaos"
     HTTP_CHAOS = "HTTPChaos"
     JVM_CHAOS = "JVMChaos"
+    DAEMON_SET = "DaemonSet"
+    RESOURCE_QUOTA = "ResourceQuota"
+    PRIORITY_CLASS = "PriorityClass"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    SCHEDULE = "Schedule"
 
 
 class FaultCategory(StrEnum):

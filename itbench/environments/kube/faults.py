@@ -3,9 +3,12 @@
 A fault is a list of `ObjectChange`s (the same data the simulator applies to its twin). Before a
 change is made, the object it touches is read and kept (or noted absent, or its flag's variant
 noted), so that removal can put everything back: created objects are deleted, patched objects
-are replaced by their earlier version, flags get their earlier variant. Each kind of change has
-its playbook: `faults/object-patch.yaml`, `faults/object-create.yaml`, `faults/flagd.yaml`;
-`faults/restore.yaml` puts patched objects back.
+are replaced by their earlier version, flags get their earlier variant, and a rolled-out
+Deployment is rolled out again once everything else is back (flagd then reads the restored
+flags). Each kind of change has its playbook: `faults/object-patch.yaml`,
+`faults/object-create.yaml` (which waits for Chaos Mesh's AllInjected), `faults/flagd.yaml`,
+`faults/rollout.yaml` (which waits for the rollout); `faults/restore.yaml` puts patched objects
+back.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ PLAYBOOK_FOR_OP = {
     "create": "faults/object-create.yaml",
     "delete": "faults/object-create.yaml",
     "set-flag": "faults/flagd.yaml",
+    "rollout": "faults/rollout.yaml",
 }
 """The playbook that makes each kind of change."""
 
@@ -130,7 +134,8 @@ def flag_variant(configmap: Json | None, flag: str, key: str = FLAGD_CONFIG_KEY)
 
 
 def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
-    """The playbook runs that undo applied changes, in order (latest change first).
+    """The playbook runs that undo applied changes, in order (latest change first, and every
+    rolled-out Deployment rolled out again last, so it starts from the restored objects).
 
     Args:
         applied: The changes as made, in the order they were made.
@@ -139,8 +144,13 @@ def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
         (playbook, extra vars) pairs.
     """
     runs: list[tuple[str, Json]] = []
+    again: list[ObjectChange] = []
     for item in reversed(applied):
         change = item.change
+        if change.op == "rollout":
+            if change not in again:
+                again.append(change)
+            continue
         if change.op == "set-flag":
             if item.previous_variant is None:
                 continue
@@ -164,7 +174,7 @@ def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
                     )
                 )
         elif change.op == "delete":
-            again = ObjectChange(
+            again_obj = ObjectChange(
                 op="create",
                 api_version=change.api_version,
                 kind=change.kind,
@@ -175,11 +185,18 @@ def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
             runs.append(
                 (
                     PLAYBOOK_FOR_OP["create"],
-                    {"changes": [again.model_dump(mode="json", by_alias=True)]},
+                    {"changes": [again_obj.model_dump(mode="json", by_alias=True)]},
                 )
             )
         else:
             runs.append((RESTORE_PLAYBOOK, {"objects": [restorable(item.before)]}))
+    if again:
+        runs.append(
+            (
+                PLAYBOOK_FOR_OP["rollout"],
+                {"changes": [c.model_dump(mode="json", by_alias=True) for c in reversed(again)]},
+            )
+        )
     return runs
 
 
@@ -191,11 +208,22 @@ class ClusterFaults:
         reader: Reads objects before they change.
         runner: Runs the playbooks.
         flagd_key: The key of flagd's ConfigMap that holds the flag definitions.
+        rollout_timeout: Seconds a rollout may take before the injection fails (0: no wait).
+        chaos_timeout: Seconds Chaos Mesh may take to report AllInjected (0: no wait).
     """
 
     reader: ObjectReader
     runner: PlaybookRunner
     flagd_key: str = FLAGD_CONFIG_KEY
+    rollout_timeout: int = 300
+    chaos_timeout: int = 120
+
+    def _vars(self, extravars: Json) -> Json:
+        return {
+            **extravars,
+            "rollout_timeout": self.rollout_timeout,
+            "chaos_timeout": self.chaos_timeout,
+        }
 
     def inject(self, changes: Sequence[ObjectChange]) -> list[AppliedChange]:
         """Make a fault's changes, one playbook run per change, keeping what undoes them.
@@ -205,31 +233,38 @@ class ClusterFaults:
         """
         applied: list[AppliedChange] = []
         for change in changes:
+            attempted: AppliedChange | None = None
             try:
-                before = self.reader.read(
-                    change.api_version, change.kind, change.name, change.namespace
+                before = (
+                    None
+                    if change.selector
+                    else self.reader.read(
+                        change.api_version, change.kind, change.name, change.namespace
+                    )
                 )
-                if before is None and change.op in ("merge-patch", "set-flag"):
+                if before is None and change.op in ("merge-patch", "set-flag", "rollout"):
                     raise PlaybookError(
                         f"{change.kind} {change.namespace or ''}/{change.name} not found"
                     )
                 previous = flag_variant(before, change.flag, self.flagd_key)
-                extravars: Json = {"changes": [change.model_dump(mode="json", by_alias=True)]}
-                if change.op == "set-flag":
-                    extravars["flagd_key"] = self.flagd_key
-                self.runner.run(PLAYBOOK_FOR_OP[change.op], extravars)
-            except (PlaybookError, KeyError) as exc:
-                self._undo_quietly(applied)
-                raise EnvironmentFailure(
-                    f"injecting {change.op} {change.kind}/{change.name} failed: {exc}"
-                ) from None
-            applied.append(
-                AppliedChange(
+                attempted = AppliedChange(
                     change=change,
                     before=before,
                     previous_variant=previous if change.op == "set-flag" else None,
                 )
-            )
+                extravars: Json = {"changes": [change.model_dump(mode="json", by_alias=True)]}
+                if change.op == "set-flag":
+                    extravars["flagd_key"] = self.flagd_key
+                self.runner.run(PLAYBOOK_FOR_OP[change.op], self._vars(extravars))
+            except (PlaybookError, KeyError) as exc:
+                # A playbook that failed after its change (a Chaos Mesh experiment never
+                # injected, a rollout that never finished) leaves the change in place: undo it too.
+                partial = [*applied, attempted] if attempted is not None else applied
+                self._undo_quietly(partial)
+                raise EnvironmentFailure(
+                    f"injecting {change.op} {change.kind}/{change.name} failed: {exc}"
+                ) from None
+            applied.append(attempted)
         return applied
 
     def remove(self, applied: Sequence[AppliedChange]) -> None:
@@ -241,7 +276,7 @@ class ClusterFaults:
         failures: list[str] = []
         for playbook, extravars in undo_plan(applied):
             try:
-                self.runner.run(playbook, extravars)
+                self.runner.run(playbook, self._vars(extravars))
             except PlaybookError as exc:
                 failures.append(str(exc))
         if failures:

@@ -11,12 +11,14 @@ from typing import Any
 
 from itbench.core.faults import ObjectChange
 from itbench.core.models.observations import ActionResult, ActionVerb, AgentAction
-from itbench.core.shop import FLAGD_CONFIG_KEY, FLAGD_CONFIGMAP
+from itbench.core.shop import FLAGD_CONFIG_KEY, FLAGD_CONFIGMAP, FLAGD_DEPLOYMENT
 from itbench.environments.sim.cluster import Cluster
 from itbench.environments.sim.objects import (
     INJECTOR_KINDS,
     KIND_INFO,
+    MergePatchError,
     Obj,
+    api_defaults,
     canonical_kind,
     clone,
     merge_patch,
@@ -27,7 +29,16 @@ from itbench.environments.sim.objects import (
 
 CONTROLLED_KINDS = frozenset({"ReplicaSet", "Pod", "Endpoints", "Event"})
 """Kinds written by controllers: agents may delete them (controllers recreate) but not edit."""
-BUILTIN_GROUPS = ("v1", "apps/v1", "autoscaling/v2", "networking.k8s.io/v1")
+BUILTIN_GROUPS = (
+    "v1",
+    "apps/v1",
+    "autoscaling/v2",
+    "batch/v1",
+    "networking.k8s.io/v1",
+    "rbac.authorization.k8s.io/v1",
+    "scheduling.k8s.io/v1",
+    "storage.k8s.io/v1",
+)
 
 
 class ActionError(Exception):
@@ -82,6 +93,14 @@ def _comparable(obj: Obj) -> Obj:
 def _validate(obj: Obj) -> None:
     kind = obj.get("kind", "")
     name = (obj.get("metadata") or {}).get("name", "")
+    if kind == "Service":
+        for i, port in enumerate(((obj.get("spec") or {}).get("ports")) or []):
+            number = port.get("port") if isinstance(port, dict) else None
+            if not isinstance(number, int) or not 1 <= number <= 65535:
+                raise ActionError(
+                    f'The Service "{name}" is invalid: spec.ports[{i}].port: Invalid value: '
+                    f"{number or 0}: must be between 1 and 65535, inclusive"
+                )
     if kind == "Deployment":
         spec = obj.get("spec") or {}
         replicas = spec.get("replicas", 1)
@@ -132,7 +151,11 @@ def patch_object(cluster: Cluster, kind: str, name: str, patch: dict[str, Any]) 
             # As the API server answers: a patch cannot turn an object into another kind.
             raise ActionError(f"error: {key} cannot be changed by a patch ({_ref(kind, name)})")
     strategic = obj.get("apiVersion", "v1") in BUILTIN_GROUPS
-    after = merge_patch(obj, patch, strategic=strategic)
+    try:
+        after = merge_patch(obj, patch, strategic=strategic, kind=kind)
+    except MergePatchError as exc:
+        # What kube-apiserver answers (HTTP 500) and kubectl prints.
+        raise ActionError(f"Error from server: {exc}") from None
     changed = _store(cluster, obj, after)
     return Outcome(f"{_ref(kind, name)} patched" + ("" if changed else " (no change)"), changed)
 
@@ -162,6 +185,7 @@ def apply_manifest(cluster: Cluster, manifest: dict[str, Any]) -> Outcome:
     body.setdefault("apiVersion", KIND_INFO[kind][0])
     old = cluster.get(kind, name)
     if old is None:
+        body = api_defaults(body)
         _validate(body)
         cluster.put(body)
         return Outcome(f"{_ref(kind, name)} created", True)
@@ -185,17 +209,12 @@ def delete_object(cluster: Cluster, kind: str, name: str) -> Outcome:
     return Outcome(f'{resource_name(kind)} "{name}" deleted', True)
 
 
-def set_flag(cluster: Cluster, flag: str, variant: str) -> Outcome:
-    """Select a flag's default variant in flagd-config (what the flagd UI does)."""
-    cm = _require(cluster, "ConfigMap", FLAGD_CONFIGMAP)
-    text = str((cm.get("data") or {}).get(FLAGD_CONFIG_KEY, ""))
+def _select(text: str, where: str, flag: str, variant: str) -> tuple[str, bool]:
+    """demo.flagd.json text with a flag's default variant selected, and whether it changed."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ActionError(
-            f"error: configmap/{FLAGD_CONFIGMAP} key {FLAGD_CONFIG_KEY} is not valid JSON: "
-            f"{exc.msg}"
-        ) from None
+        raise ActionError(f"error: {where} is not valid JSON: {exc.msg}") from None
     flags = doc.get("flags") if isinstance(doc, dict) else None
     if not isinstance(flags, dict) or flag not in flags:
         known = ", ".join(sorted(flags)) if isinstance(flags, dict) else "none"
@@ -207,14 +226,37 @@ def set_flag(cluster: Cluster, flag: str, variant: str) -> Outcome:
             f"(variants: {', '.join(sorted(variants))})"
         )
     if flags[flag].get("defaultVariant") == variant and "targeting" not in flags[flag]:
-        return Outcome(f"configmap/{FLAGD_CONFIGMAP} unchanged ({flag} already {variant})", False)
+        return text, False
     # Selecting a variant serves it to everyone, as switching a flag in the flagd UI does.
     flags[flag]["defaultVariant"] = variant
     flags[flag].pop("targeting", None)
+    return json.dumps(doc, indent=2) + "\n", True
+
+
+def set_flag_in_configmap(cluster: Cluster, flag: str, variant: str) -> Outcome:
+    """Select a flag's default variant in the flagd-config ConfigMap. flagd serves the copy its
+    pod made at start, so the change takes effect when flagd rolls out again."""
+    cm = _require(cluster, "ConfigMap", FLAGD_CONFIGMAP)
+    text = str((cm.get("data") or {}).get(FLAGD_CONFIG_KEY, ""))
+    where = f"configmap/{FLAGD_CONFIGMAP} key {FLAGD_CONFIG_KEY}"
+    new, changed = _select(text, where, flag, variant)
+    if not changed:
+        return Outcome(f"configmap/{FLAGD_CONFIGMAP} unchanged ({flag} already {variant})", False)
     after = clone(cm)
-    after.setdefault("data", {})[FLAGD_CONFIG_KEY] = json.dumps(doc, indent=2) + "\n"
+    after.setdefault("data", {})[FLAGD_CONFIG_KEY] = new
     cluster.put(after)
     return Outcome(f"configmap/{FLAGD_CONFIGMAP} patched ({flag}={variant})", True)
+
+
+def set_flag(cluster: Cluster, flag: str, variant: str) -> Outcome:
+    """Select a flag's variant where the stack keeps it and make flagd serve it: flagd-config,
+    then a rollout of flagd (its pods copy the ConfigMap at start). What the fault's contract
+    does, so the change lasts across flagd restarts."""
+    edited = set_flag_in_configmap(cluster, flag, variant)
+    if not edited.changed:
+        return edited
+    rollout_restart(cluster, "Deployment", FLAGD_DEPLOYMENT)
+    return Outcome(f"{edited.message}; deployment.apps/{FLAGD_DEPLOYMENT} restarted", True)
 
 
 def flag_variant(cluster: Cluster, flag: str) -> str | None:
@@ -231,7 +273,7 @@ def flag_variant(cluster: Cluster, flag: str) -> str | None:
 def apply_change(cluster: Cluster, change: ObjectChange) -> Outcome:
     """Carry out one fault-library object change."""
     if change.op == "set-flag":
-        return set_flag(cluster, change.flag, change.variant)
+        return set_flag_in_configmap(cluster, change.flag, change.variant)
     if change.op == "create":
         body = clone(change.body) or {}
         body.setdefault("kind", change.kind)
@@ -240,7 +282,38 @@ def apply_change(cluster: Cluster, change: ObjectChange) -> Outcome:
         return apply_manifest(cluster, body)
     if change.op == "merge-patch":
         return patch_object(cluster, change.kind, change.name, change.body)
+    if change.op == "rollout":
+        return rollout_restart(cluster, change.kind, change.name)
+    if change.selector:
+        return delete_matching(cluster, change.kind, change.selector)
     return delete_object(cluster, change.kind, change.name)
+
+
+def rollout_restart(cluster: Cluster, kind: str, name: str) -> Outcome:
+    """Roll a Deployment out again (`kubectl rollout restart`: a template annotation)."""
+    obj, after = _with_template(cluster, kind, name)
+    tpl_meta = after["spec"].setdefault("template", {}).setdefault("metadata", {})
+    tpl_meta.setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = (
+        cluster.timestamp()
+    )
+    _store(cluster, obj, after)
+    return Outcome(f"{_ref(obj['kind'], name)} restarted", True)
+
+
+def delete_matching(cluster: Cluster, kind: str, selector: dict[str, str]) -> Outcome:
+    """Delete every object of a kind whose labels match (`kubectl delete -l`)."""
+    kind = canonical_kind(kind)
+    if kind not in KIND_INFO:
+        raise ActionError(f'error: the server doesn\'t have a resource type "{kind}"')
+    gone = []
+    for obj in cluster.of_kind(kind):
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if all(labels.get(k) == v for k, v in selector.items()):
+            cluster.delete(kind, obj["metadata"]["name"])
+            gone.append(obj["metadata"]["name"])
+    if not gone:
+        return Outcome("No resources found", False)
+    return Outcome("\n".join(f'{resource_name(kind)} "{n}" deleted' for n in gone), True)
 
 
 # ---- agent actions ------------------------------------------------------------------------------
@@ -331,12 +404,7 @@ def _perform(cluster: Cluster, action: AgentAction) -> Outcome:
         return _undo(cluster, kind, name)
     obj, after = _with_template(cluster, kind, name)
     if verb == ActionVerb.ROLLOUT_RESTART:
-        tpl_meta = after["spec"].setdefault("template", {}).setdefault("metadata", {})
-        tpl_meta.setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = (
-            cluster.timestamp()
-        )
-        _store(cluster, obj, after)
-        return Outcome(f"{_ref(kind, name)} restarted", True)
+        return rollout_restart(cluster, kind, name)
     container = _template_container(after, action.container)
     if verb == ActionVerb.SET_IMAGE:
         if not action.image:

@@ -1,71 +1,58 @@
-"""The twin's control plane and kubelet: objects in, ReplicaSets, Pods, Endpoints and Events out.
+"""The twin's control plane: objects in, ReplicaSets, Pods, Endpoints and Events out.
 
-Deployments roll out through ReplicaSets (one per pod template, revisions kept for undo), pods
-are scheduled, pull images, start, crash and back off, become ready or not, purely from object
-state and the resource demand the traffic model reports.
+Deployments roll out through ReplicaSets (one per pod template, revisions kept for undo), the
+ReplicaSet controller creates pods through quota admission, DaemonSets put a pod on every node
+they tolerate, the scheduler places pods by selector, affinity, taints, cordons, claims and free
+resources (preempting lower priorities), and the kubelet (`kubelet.py`) runs them; Chaos Mesh
+(`chaosmesh.py`) acts on the pods it recorded. All of it purely from object state and the
+resource demand the traffic model reports.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from itbench.core.shop import NODE_ARCHITECTURE, SERVICE_BY_NAME, image_platforms, image_program
+from itbench.environments.sim.chaosmesh import ChaosMesh
+from itbench.environments.sim.kubelet import (
+    ContainerRuntime,
+    Kubelet,
+    PodDemand,
+    listening_ports,
+    main_container_of,
+)
 from itbench.environments.sim.objects import (
     KIND_INFO,
     Obj,
+    address_of,
     clone,
     labels_match,
     main_container,
     parse_cpu,
     parse_memory,
+    resolve_env,
     template_hash,
 )
 
-MiB = 2**20
-STARTUP_SECONDS = 5.0
-"""Seconds from container start until the application listens and passes readiness."""
-CRASH_AFTER_SECONDS = 2.0
-"""Seconds a container runs before a start-up crash (OOM at start, exec format error)."""
-MAX_BACKOFF_SECONDS = 300.0
+__all__ = ["Cluster", "ContainerRuntime", "PodDemand", "listening_ports"]
+
 POD_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 HPA_TOLERANCE = 0.1
 HPA_DOWNSCALE_WINDOW_SECONDS = 300.0
-
-
-@dataclass
-class ContainerRuntime:
-    """What the kubelet knows about a pod's application container."""
-
-    state: str = "waiting"
-    reason: str = "ContainerCreating"
-    message: str = ""
-    started_at: float = 0.0
-    next_start: float = 0.0
-    restarts: int = 0
-    last_reason: str = ""
-    last_exit_code: int = 0
-    last_finished_at: float = 0.0
-    pulled: bool = False
-    ready: bool = False
-    cpu_seconds: float = 0.0
-    cfs_periods: float = 0.0
-    cfs_throttled: float = 0.0
-    working_set: float = 0.0
-    leaked: float = 0.0
-
-
-@dataclass
-class PodDemand:
-    """Resource demand of one pod, reported by the traffic model for the last interval."""
-
-    cpu_cores: float = 0.0
-    leak_bytes_per_second: float = 0.0
-    extra_memory_bytes: float = 0.0
+_QUOTA_RESOURCES = {
+    "cpu": ("requests", "cpu"),
+    "requests.cpu": ("requests", "cpu"),
+    "memory": ("requests", "memory"),
+    "requests.memory": ("requests", "memory"),
+    "limits.cpu": ("limits", "cpu"),
+    "limits.memory": ("limits", "memory"),
+}
 
 
 @dataclass
@@ -84,8 +71,13 @@ class Cluster:
     _children: dict[str, dict[str, dict[str, Obj]]] = field(default_factory=dict)
     _hashes: dict[tuple[str, str], str] = field(default_factory=dict)
     _endpoint_signature: tuple[object, ...] = ()
+    _nominated: dict[str, str] = field(default_factory=dict)
     generation: int = 0
     """Increments on every object change; lets readers cache derived state."""
+
+    def __post_init__(self) -> None:
+        self.kubelet = Kubelet(self)
+        self.chaos = ChaosMesh(self)
 
     # ---- store ------------------------------------------------------------------------------
     def timestamp(self, t: float | None = None) -> str:
@@ -148,8 +140,8 @@ class Cluster:
         self._unindex(obj)
         uid = str(obj["metadata"].get("uid"))
         children = self._children.pop(uid, {})
-        for child_kind in ("ReplicaSet", "Pod"):
-            for child_name in sorted(children.get(child_kind, {})):
+        for child_kind in sorted(children):
+            for child_name in sorted(children[child_kind]):
                 self.delete(child_kind, child_name)
         if kind == "Pod":
             self.runtime.pop(name, None)
@@ -165,6 +157,11 @@ class Cluster:
                 if pod["spec"].get("nodeName") == name:
                     self.delete("Pod", pod["metadata"]["name"])
         return obj
+
+    def touch(self, obj: Obj) -> None:
+        """Note an in-place change of a stored object (a controller edited it)."""
+        obj["metadata"]["resourceVersion"] = str(self._next())
+        self.generation += 1
 
     def event(self, obj: Obj, reason: str, message: str, kind: str = "Normal") -> None:
         """Record a Kubernetes Event (repeats bump count and lastTimestamp, as the API does)."""
@@ -212,12 +209,17 @@ class Cluster:
             self._rollout(d)
         for rs in self.of_kind("ReplicaSet"):
             self._replicate(rs)
-        for pod in self.of_kind("Pod"):
+        for ds in self.of_kind("DaemonSet"):
+            self._daemon(ds)
+        self._claims()
+        self.chaos.reconcile()
+        for pod in sorted(self.of_kind("Pod"), key=_priority_order):
             self._kubelet(pod, demand.get(pod["metadata"]["name"], PodDemand()), dt)
         for d in self.of_kind("Deployment"):
             self._deployment_status(d)
         for rs in self.of_kind("ReplicaSet"):
             self._replicaset_status(rs)
+        self._quotas()
         self._endpoints()
 
     def deployment_hash(self, d: Obj) -> str:
@@ -241,7 +243,8 @@ class Cluster:
             if bucket is not None:
                 bucket.pop(name, None)
 
-    def _owner_ref(self, owner: Obj) -> dict[str, Any]:
+    def owner_ref(self, owner: Obj) -> dict[str, Any]:
+        """A controller ownerReference to an object."""
         return {
             "apiVersion": owner["apiVersion"],
             "kind": owner["kind"],
@@ -274,7 +277,7 @@ class Cluster:
                         "name": f"{name}-{h}",
                         "labels": dict(tpl["metadata"]["labels"]),
                         "annotations": {"deployment.kubernetes.io/revision": str(top + 1)},
-                        "ownerReferences": [self._owner_ref(d)],
+                        "ownerReferences": [self.owner_ref(d)],
                     },
                     "spec": {
                         "replicas": 0,
@@ -336,6 +339,10 @@ class Cluster:
         pods = self.owned("Pod", rs)
         want = int(rs["spec"].get("replicas", 0))
         while len(pods) < want:
+            refused = self._admit(rs)
+            if refused is not None:
+                self.event(rs, "FailedCreate", f"Error creating: {refused}", "Warning")
+                break
             pods.append(self._create_pod(rs))
         if len(pods) > want:
             # Not-ready pods go first, then the youngest, as the ReplicaSet controller does.
@@ -346,6 +353,87 @@ class Cluster:
             for pod in order[: len(pods) - want]:
                 self.delete("Pod", pod["metadata"]["name"])
                 self.event(rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
+
+    def _pod_spec(self, template: Obj) -> Obj:
+        spec = clone(template.get("spec") or {})
+        priority_class = spec.get("priorityClassName")
+        if priority_class:
+            found = self.get("PriorityClass", str(priority_class))
+            spec["priority"] = int((found or {}).get("value", 0))
+        return spec
+
+    def _admit(self, owner: Obj) -> str | None:
+        """Admission of a pod from an owner's template: why it is refused, or None."""
+        spec = ((owner.get("spec") or {}).get("template") or {}).get("spec") or {}
+        name = f"{owner['metadata']['name']}-"
+        priority_class = spec.get("priorityClassName")
+        if priority_class and self.get("PriorityClass", str(priority_class)) is None:
+            return (
+                f'pods "{name}" is forbidden: no PriorityClass with name {priority_class} was found'
+            )
+
+        for quota in self.of_kind("ResourceQuota"):
+            hard = (quota.get("spec") or {}).get("hard") or {}
+            used = self._quota_usage(quota)
+            for resource, limit_text in sorted(hard.items()):
+                if resource == "pods":
+                    if used.get("pods", 0.0) + 1 > float(limit_text):
+                        return (
+                            f'pods "{name}" is forbidden: exceeded quota: '
+                            f"{quota['metadata']['name']}, requested: pods=1, used: "
+                            f"pods={int(used['pods'])}, limited: pods={limit_text}"
+                        )
+                    continue
+                if resource not in _QUOTA_RESOURCES:
+                    continue
+                section, res = _QUOTA_RESOURCES[resource]
+                missing = [
+                    str(c.get("name"))
+                    for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                    if res not in (_effective(c).get(section) or {})
+                ]
+                if missing:
+                    return (
+                        f'pods "{name}" is forbidden: failed quota: {quota["metadata"]["name"]}: '
+                        f"must specify {resource} for: {','.join(missing)}"
+                    )
+                asked = _pod_amount(spec, section, res)
+                limit = _quantity(limit_text, res)
+                if used.get(resource, 0.0) + asked > limit:
+                    return (
+                        f'pods "{name}" is forbidden: exceeded quota: {quota["metadata"]["name"]}, '
+                        f"requested: {resource}={_format(asked, res)}, used: "
+                        f"{resource}={_format(used.get(resource, 0.0), res)}, limited: "
+                        f"{resource}={limit_text}"
+                    )
+        return None
+
+    def _quota_usage(self, quota: Obj) -> dict[str, float]:
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        used: dict[str, float] = {"pods": float(len(self.of_kind("Pod")))}
+        for resource in hard:
+            if resource in _QUOTA_RESOURCES:
+                section, res = _QUOTA_RESOURCES[resource]
+                used[resource] = sum(
+                    _pod_amount(p["spec"], section, res) for p in self.of_kind("Pod")
+                )
+        return used
+
+    def _quotas(self) -> None:
+        for quota in self.of_kind("ResourceQuota"):
+            hard = dict((quota.get("spec") or {}).get("hard") or {})
+            used = self._quota_usage(quota)
+            quota["status"] = {
+                "hard": hard,
+                "used": {
+                    k: (
+                        str(int(used[k]))
+                        if k == "pods"
+                        else _format(used.get(k, 0.0), _QUOTA_RESOURCES.get(k, ("", "memory"))[1])
+                    )
+                    for k in hard
+                },
+            }
 
     def _create_pod(self, rs: Obj) -> Obj:
         suffix = "".join(self.rng.choice(POD_NAME_ALPHABET) for _ in range(5))
@@ -360,12 +448,12 @@ class Cluster:
                     "name": name,
                     "labels": dict((tpl.get("metadata") or {}).get("labels") or {}),
                     "annotations": dict((tpl.get("metadata") or {}).get("annotations") or {}),
-                    "ownerReferences": [self._owner_ref(rs)],
+                    "ownerReferences": [self.owner_ref(rs)],
                 },
-                "spec": clone(tpl.get("spec") or {}),
+                "spec": self._pod_spec(tpl),
                 "status": {
                     "phase": "Pending",
-                    "podIP": f"10.244.{serial // 250 % 250}.{serial % 250 + 2}",
+                    "podIP": f"10.244.1.{serial % 250 + 2}",
                 },
             }
         )
@@ -373,229 +461,281 @@ class Cluster:
         self.event(rs, "SuccessfulCreate", f"Created pod: {name}")
         return pod
 
-    # ---- kubelet ----------------------------------------------------------------------------
-    def _ready(self, pod: Obj) -> bool:
+    # ---- daemon sets and claims --------------------------------------------------------------
+    def _daemon(self, ds: Obj) -> None:
+        pods = self.owned("Pod", ds)
+        tpl = (ds.get("spec") or {}).get("template") or {}
+        tolerations = (tpl.get("spec") or {}).get("tolerations") or []
+        nodes = [n for n in self.of_kind("Node") if _tolerates(n, tolerations)]
+        placed = {str(p["spec"].get("nodeName", "")) for p in pods}
+        for node in nodes:
+            if node["metadata"]["name"] in placed:
+                continue
+            pod = self._create_pod(ds)
+            pod["spec"]["nodeName"] = node["metadata"]["name"]
+        desired = len(nodes)
+        ready = sum(1 for p in self.owned("Pod", ds) if self._ready(p))
+        ds["status"] = {
+            "desiredNumberScheduled": desired,
+            "currentNumberScheduled": len(self.owned("Pod", ds)),
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "observedGeneration": ds["metadata"].get("generation", 1),
+        }
+
+    def _claims(self) -> None:
+        classes = {c["metadata"]["name"] for c in self.of_kind("StorageClass")}
+        default = next(
+            (
+                c["metadata"]["name"]
+                for c in self.of_kind("StorageClass")
+                if (c["metadata"].get("annotations") or {}).get(
+                    "storageclass.kubernetes.io/is-default-class"
+                )
+                == "true"
+            ),
+            None,
+        )
+        for claim in self.of_kind("PersistentVolumeClaim"):
+            wanted = (claim.get("spec") or {}).get("storageClassName", default)
+            if wanted in classes:
+                claim["status"] = {
+                    "phase": "Bound",
+                    "accessModes": claim["spec"].get("accessModes", []),
+                }
+                continue
+            claim["status"] = {"phase": "Pending"}
+            self.event(
+                claim,
+                "ProvisioningFailed",
+                f'storageclass.storage.k8s.io "{wanted}" not found',
+                "Warning",
+            )
+
+    # ---- scheduler and kubelet ----------------------------------------------------------------
+    def pod_ready(self, pod: Obj) -> bool:
+        """Whether every container of a pod is ready."""
         rt = self.runtime.get(pod["metadata"]["name"])
-        return rt is not None and rt.ready
+        return rt is not None and self.kubelet.pod_ready(rt, pod)
+
+    def _ready(self, pod: Obj) -> bool:
+        return self.pod_ready(pod)
 
     def _kubelet(self, pod: Obj, demand: PodDemand, dt: float) -> None:
         name = pod["metadata"]["name"]
         rt = self.runtime.setdefault(name, ContainerRuntime())
         spec = pod["spec"]
-        status = pod["status"]
-        container = main_container(spec)
-        cname = str(container.get("name", ""))
-        start = self.now - dt
         if not spec.get("nodeName"):
-            node = self._schedule(pod)
+            node, why = self._schedule(pod)
             if node is None:
                 rt.ready = False
-                status["phase"] = "Pending"
-                status["conditions"] = [
-                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                pod["status"]["phase"] = "Pending"
+                pod["status"]["conditions"] = [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": why,
+                    }
                 ]
-                self.event(
-                    pod,
-                    "FailedScheduling",
-                    "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
-                    " preemption: 0/1 nodes are available: 1 Preemption is not helpful for "
-                    "scheduling.",
-                    "Warning",
-                )
+                self.event(pod, "FailedScheduling", why, "Warning")
                 return
             spec["nodeName"] = node
             self.event(pod, "Scheduled", f"Successfully assigned {self.namespace}/{name} to {node}")
             rt.next_start = self.now
-        image = str(container.get("image", ""))
-        if not rt.pulled:
-            self.event(pod, "Pulling", f'Pulling image "{image}"')
-            if image_platforms(image) is None:
-                first = rt.reason not in ("ErrImagePull", "ImagePullBackOff")
-                rt.state, rt.ready = "waiting", False
-                rt.reason = "ErrImagePull" if first else "ImagePullBackOff"
-                rt.message = (
-                    f'failed to pull and unpack image "{image}": failed to resolve reference '
-                    f'"{image}": {image}: not found'
-                )
-                self.event(
-                    pod, "Failed", f'Failed to pull image "{image}": {rt.message}', "Warning"
-                )
-                if not first:
-                    self.event(pod, "BackOff", f'Back-off pulling image "{image}"', "Normal")
-                self._pod_status(pod, rt, cname, image)
-                return
-            rt.pulled = True
-            self.event(pod, "Pulled", f'Successfully pulled image "{image}"')
-            rt.next_start = max(rt.next_start, start)
-        limit = self._memory_limit(container)
-        cpu_limit = self._cpu_limit(container)
-        base = self._base_working_set(container, image)
-        arch_ok = NODE_ARCHITECTURE in (image_platforms(image) or frozenset())
-        t = start
-        # Walk the interval event by event: start, crash, back-off, start again.
-        for _ in range(64):
-            if rt.state == "waiting":
-                if rt.next_start > self.now:
-                    break
-                t = max(t, rt.next_start)
-                rt.state, rt.reason, rt.message = "running", "", ""
-                rt.started_at = t
-                rt.working_set = base
-                rt.leaked = 0.0
-                if rt.restarts == 0 and rt.last_reason == "":
-                    self.event(pod, "Created", f"Created container {cname}")
-                    self.event(pod, "Started", f"Started container {cname}")
-            if rt.state != "running":
-                break
-            crash_at, reason, code = self._crash_time(rt, t, base, limit, demand, arch_ok)
-            if crash_at is None or crash_at > self.now:
-                break
-            rt.restarts += 1
-            rt.last_reason, rt.last_exit_code, rt.last_finished_at = reason, code, crash_at
-            backoff = min(10.0 * 2 ** (rt.restarts - 1), MAX_BACKOFF_SECONDS)
-            rt.state, rt.reason = "waiting", "CrashLoopBackOff"
-            rt.message = (
-                f"back-off {int(backoff)}s restarting failed container={cname} pod={name}"
-                f"_{self.namespace}({pod['metadata']['uid']})"
-            )
-            rt.next_start = crash_at + backoff
-            rt.ready = False
-            rt.leaked = 0.0
-            if reason == "OOMKilled":
-                self.event(
-                    pod,
-                    "OOMKilling",
-                    f"Memory cgroup out of memory: Killed process (container {cname})",
-                    "Warning",
-                )
-            self.event(
-                pod,
-                "BackOff",
-                f"Back-off restarting failed container {cname} in pod {name}_{self.namespace}"
-                f"({pod['metadata']['uid']})",
-                "Warning",
-            )
-            t = crash_at
-        if rt.state == "running":
-            up = self.now - rt.started_at
-            rt.leaked += demand.leak_bytes_per_second * (self.now - t)
-            rt.working_set = min(base + demand.extra_memory_bytes + rt.leaked, limit or math.inf)
-            ran = min(dt, up)
-            used = demand.cpu_cores if cpu_limit is None else min(demand.cpu_cores, cpu_limit)
-            rt.cpu_seconds += used * ran
-            periods = ran / 0.1
-            rt.cfs_periods += periods
-            if cpu_limit is not None and cpu_limit > 0:
-                rt.cfs_throttled += periods * _throttled_share(demand.cpu_cores / cpu_limit)
-            probe_ok = self._probe_ok(container, image)
-            rt.ready = probe_ok and up >= STARTUP_SECONDS and not self._pod_failure(pod)
-            if not probe_ok and up >= STARTUP_SECONDS:
-                port = _probe_port(container)
-                self.event(
-                    pod,
-                    "Unhealthy",
-                    f"Readiness probe failed: dial tcp {pod['status'].get('podIP')}:{port}: "
-                    "connect: connection refused",
-                    "Warning",
-                )
-        self._pod_status(pod, rt, cname, image)
+            rt.init_next = self.now
+        self.kubelet.run(pod, rt, demand, dt)
 
-    def _crash_time(
-        self,
-        rt: ContainerRuntime,
-        t: float,
-        base: float,
-        limit: float | None,
-        demand: PodDemand,
-        arch_ok: bool,
-    ) -> tuple[float | None, str, int]:
-        if not arch_ok:
-            return max(rt.started_at + 0.5, t), "Error", 1
-        need = base + demand.extra_memory_bytes
-        if limit is not None and need > limit:
-            return max(rt.started_at + CRASH_AFTER_SECONDS, t), "OOMKilled", 137
-        if limit is not None and demand.leak_bytes_per_second > 0:
-            room = max(limit - need - rt.leaked, 0.0)
-            return t + room / demand.leak_bytes_per_second, "OOMKilled", 137
-        return None, "", 0
-
-    def _pod_failure(self, pod: Obj) -> bool:
-        labels = pod["metadata"].get("labels") or {}
-        return any(
-            (c.get("spec") or {}).get("action") == "pod-failure"
-            and chaos_selects(c, labels, self.namespace)
-            for c in self.of_kind("PodChaos")
+    def _schedule(self, pod: Obj) -> tuple[str | None, str]:
+        """The node a pod fits on, or None and the scheduler's reason."""
+        spec = pod["spec"]
+        nodes = self.of_kind("Node")
+        total = len(nodes)
+        tail = (
+            f"preemption: 0/{total} nodes are available: {total} Preemption is not helpful for "
+            "scheduling."
         )
+        for volume in spec.get("volumes") or []:
+            claim_ref = volume.get("persistentVolumeClaim")
+            if not isinstance(claim_ref, dict):
+                continue
+            claim = self.get("PersistentVolumeClaim", str(claim_ref.get("claimName", "")))
+            if claim is None:
+                return (
+                    None,
+                    f'persistentvolumeclaim "{claim_ref.get("claimName")}" not found. {tail}',
+                )
+            if (claim.get("status") or {}).get("phase") != "Bound":
+                return (
+                    None,
+                    f"0/{total} nodes are available: pod has unbound immediate "
+                    f"PersistentVolumeClaims. {tail}",
+                )
+        reasons: Counter[str] = Counter()
+        fitting: list[str] = []
+        short: list[str] = []
+        for node in nodes:
+            reason = self._node_refuses(pod, node)
+            if reason is None:
+                fitting.append(node["metadata"]["name"])
+            else:
+                reasons[reason] += 1
+                if reason.startswith("Insufficient"):
+                    short.append(node["metadata"]["name"])
+        if fitting:
+            return fitting[0], ""
+        for node_name in short:
+            if self._preempt(pod, node_name):
+                return node_name, ""
+        detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+        return None, f"0/{total} nodes are available: {detail}. {tail}"
 
-    def _schedule(self, pod: Obj) -> str | None:
-        selector = pod["spec"].get("nodeSelector") or {}
-        for node in self.of_kind("Node"):
-            if labels_match(selector, node["metadata"].get("labels") or {}):
-                return str(node["metadata"]["name"])
+    def _node_refuses(self, pod: Obj, node: Obj) -> str | None:
+        spec = pod["spec"]
+        if (node.get("spec") or {}).get("unschedulable"):
+            return "node(s) were unschedulable"
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(
+                {"spec": {"taints": [taint]}}, spec.get("tolerations") or []
+            ):
+                key, value = taint.get("key"), taint.get("value", "")
+                return f"node(s) had untolerated taint {{{key}: {value}}}"
+        labels = node["metadata"].get("labels") or {}
+        if not labels_match(spec.get("nodeSelector") or {}, labels) or not _node_affinity(
+            spec, labels
+        ):
+            return "node(s) didn't match Pod's node affinity/selector"
+        if self._anti_affinity_blocks(pod, node["metadata"]["name"]):
+            return "node(s) didn't match pod anti-affinity rules"
+        free_cpu, free_mem = self._free(node)
+        cpu, mem = _pod_amount(spec, "requests", "cpu"), _pod_amount(spec, "requests", "memory")
+        if cpu > free_cpu:
+            return "Insufficient cpu"
+        if mem > free_mem:
+            return "Insufficient memory"
         return None
 
-    def _memory_limit(self, container: Obj) -> float | None:
-        raw = ((container.get("resources") or {}).get("limits") or {}).get("memory")
-        try:
-            return parse_memory(raw) if raw is not None else None
-        except ValueError:
+    def _free(self, node: Obj) -> tuple[float, float]:
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        cpu = parse_cpu(allocatable.get("cpu", "0"))
+        mem = parse_memory(allocatable.get("memory", "0"))
+        for other in self.of_kind("Pod"):
+            if other["spec"].get("nodeName") == node["metadata"]["name"]:
+                cpu -= _pod_amount(other["spec"], "requests", "cpu")
+                mem -= _pod_amount(other["spec"], "requests", "memory")
+        return cpu, mem
+
+    def _anti_affinity_blocks(self, pod: Obj, node: str) -> bool:
+        terms = ((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or []
+        for term in terms:
+            selector = term.get("labelSelector") or {}
+            for other in self.of_kind("Pod"):
+                if other is pod or other["spec"].get("nodeName") != node:
+                    continue
+                if labels_match(selector, other["metadata"].get("labels") or {}):
+                    return True
+        return False
+
+    def _preempt(self, pod: Obj, node_name: str) -> bool:
+        """Evict lower-priority pods from a node until the pod fits (True when it does)."""
+        mine = _priority(pod)
+        victims = sorted(
+            (
+                p
+                for p in self.of_kind("Pod")
+                if p["spec"].get("nodeName") == node_name and _priority(p) < mine
+            ),
+            key=_priority,
+        )
+        node = self.get("Node", node_name)
+        if node is None or not victims:
+            return False
+        cpu = _pod_amount(pod["spec"], "requests", "cpu")
+        mem = _pod_amount(pod["spec"], "requests", "memory")
+        free_cpu, free_mem = self._free(node)
+        chosen: list[Obj] = []
+        for victim in victims:
+            if free_cpu >= cpu and free_mem >= mem:
+                break
+            chosen.append(victim)
+            free_cpu += _pod_amount(victim["spec"], "requests", "cpu")
+            free_mem += _pod_amount(victim["spec"], "requests", "memory")
+        if free_cpu < cpu or free_mem < mem:
+            return False
+        for victim in chosen:
+            self.event(
+                victim,
+                "Preempted",
+                f"Preempted by pod {pod['metadata']['uid']} on node {node_name}",
+            )
+            self.delete("Pod", victim["metadata"]["name"])
+        return True
+
+    # ---- what pods can reach ------------------------------------------------------------------
+    def lookup(self, kind: str, name: str, key: str) -> str | None:
+        """A value of a Secret (decoded) or ConfigMap, as env valueFrom reads it."""
+        obj = self.get(kind, name)
+        if obj is None:
             return None
-
-    def _cpu_limit(self, container: Obj) -> float | None:
-        raw = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
-        try:
-            return parse_cpu(raw) if raw is not None else None
-        except ValueError:
+        if key in (obj.get("stringData") or {}):
+            return str(obj["stringData"][key])
+        raw = (obj.get("data") or {}).get(key)
+        if raw is None:
             return None
+        if kind == "Secret":
+            try:
+                return base64.b64decode(str(raw)).decode()
+            except (ValueError, UnicodeDecodeError):
+                return str(raw)
+        return str(raw)
 
-    def _base_working_set(self, container: Obj, image: str) -> float:
-        program = image_program(image)
-        spec = SERVICE_BY_NAME.get(program or "")
-        return float(spec.working_set_mi * MiB) if spec else 4.0 * MiB
+    def environment(self, pod: Obj) -> dict[str, str]:
+        """The application container's environment as its process sees it (fixed at start)."""
+        rt = self.runtime.get(pod["metadata"]["name"])
+        if rt is not None and rt.env:
+            return rt.env
+        return resolve_env(main_container_of(pod), self.lookup)
 
-    def _probe_ok(self, container: Obj, image: str) -> bool:
-        probe = container.get("readinessProbe")
-        if not probe:
-            return True
-        port = _probe_port(container)
-        if port is None:
-            return "exec" in probe
-        return port in listening_ports(image)
+    def tcp_reachable(self, host: str, port: int, at: float | None = None) -> bool:
+        """Whether a Service name and port lead to a running pod whose program listens there
+        (by time `at`, when given: a program listens a few seconds after it starts)."""
+        from itbench.environments.sim.kubelet import STARTUP_SECONDS
 
-    def _pod_status(self, pod: Obj, rt: ContainerRuntime, cname: str, image: str) -> None:
-        status = pod["status"]
-        started = rt.restarts > 0 or rt.state == "running"
-        status["phase"] = "Running" if started else "Pending"
-        state: Obj
-        if rt.state == "running":
-            state = {"running": {"startedAt": self.timestamp(rt.started_at)}}
-        else:
-            state = {"waiting": {"reason": rt.reason, "message": rt.message}}
-        cs: Obj = {
-            "name": cname,
-            "image": image,
-            "ready": rt.ready,
-            "started": rt.state == "running",
-            "restartCount": rt.restarts,
-            "state": state,
-        }
-        if rt.last_reason:
-            cs["lastState"] = {
-                "terminated": {
-                    "reason": rt.last_reason,
-                    "exitCode": rt.last_exit_code,
-                    "finishedAt": self.timestamp(rt.last_finished_at),
-                }
-            }
-        status["containerStatuses"] = [cs]
-        ready = "True" if rt.ready else "False"
-        status["conditions"] = [
-            {"type": "PodScheduled", "status": "True"},
-            {"type": "Initialized", "status": "True"},
-            {"type": "ContainersReady", "status": ready},
-            {"type": "Ready", "status": ready},
-        ]
-        status["hostIP"] = "172.18.0.2"
+        name = host.split(".", 1)[0]
+        svc = self.get("Service", name)
+        if svc is None:
+            return False
+        target = None
+        for sp in (svc.get("spec") or {}).get("ports") or []:
+            if int(sp.get("port", 0)) == port:
+                target = sp.get("targetPort", sp.get("port"))
+        selector = (svc.get("spec") or {}).get("selector")
+        if target is None or not selector:
+            return False
+        for dst in self.of_kind("Pod"):
+            if not labels_match(selector, dst["metadata"].get("labels") or {}):
+                continue
+            rt = self.runtime.get(dst["metadata"]["name"])
+            if rt is None or rt.state != "running":
+                continue
+            if at is not None and rt.started_at + STARTUP_SECONDS > at:
+                continue
+            if at is None and not self.pod_ready(dst):
+                continue
+            container = main_container(dst["spec"])
+            number = target if isinstance(target, int) else _named_port(container, str(target))
+            if number in listening_ports(str(container.get("image", ""))):
+                return True
+        return False
+
+    def address_reachable(
+        self, env: dict[str, str], var: str, protocol: str = "", at: float | None = None
+    ) -> bool:
+        """Whether the address in an environment variable can be connected to."""
+        host, port, _ = address_of(env, var, protocol)
+        return host is not None and self.tcp_reachable(host, port, at)
 
     def _deployment_status(self, d: Obj) -> None:
         sets = self.owned("ReplicaSet", d)
@@ -768,35 +908,6 @@ def rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _throttled_share(utilization: float) -> float:
-    """Share of CFS periods that hit the quota at a demand/limit ratio (bursty traffic)."""
-    return max(0.0, min(1.0, (utilization - 0.5) * 2.0))
-
-
-def _probe_port(container: Obj) -> int | None:
-    probe = container.get("readinessProbe") or {}
-    for handler in ("tcpSocket", "httpGet", "grpc"):
-        if handler in probe:
-            port = (probe[handler] or {}).get("port")
-            if isinstance(port, int):
-                return port
-            for p in container.get("ports") or []:
-                if p.get("name") == port:
-                    return int(p.get("containerPort", 0))
-            return -1
-    return None
-
-
-def listening_ports(image: str) -> set[int]:
-    """Ports the program in an image listens on."""
-    program = image_program(image)
-    spec = SERVICE_BY_NAME.get(program or "")
-    if spec is None or NODE_ARCHITECTURE not in (image_platforms(image) or frozenset()):
-        return set()
-    ports = {spec.port} if spec.port is not None else set()
-    return ports | {p for _, p in spec.extra_ports}
-
-
 def _target_number(service_port: Obj) -> int | str:
     target = service_port.get("targetPort", service_port.get("port", 0))
     if isinstance(target, int):
@@ -822,16 +933,85 @@ def _cpu_target(spec: Obj) -> float | None:
     return None
 
 
-def chaos_selects(chaos: Obj, labels: dict[str, str], namespace: str) -> bool:
-    """Whether a Chaos Mesh object's selector picks a pod with these labels."""
-    spec = chaos.get("spec") or {}
-    selector = spec.get("selector") or {}
-    namespaces = selector.get("namespaces")
-    if namespaces and namespace not in namespaces:
-        return False
-    wanted = selector.get("labelSelectors") or {}
-    if not wanted and not selector.get("expressionSelectors"):
-        return False
-    if not all(labels.get(k) == v for k, v in wanted.items()):
-        return False
-    return labels_match({"matchExpressions": selector.get("expressionSelectors") or []}, labels)
+def _effective(container: Obj) -> dict[str, Any]:
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("requests") or {})
+    for name, value in (resources.get("limits") or {}).items():
+        requests.setdefault(name, value)
+    return {"requests": requests, "limits": dict(resources.get("limits") or {})}
+
+
+def _quantity(text: object, resource: str) -> float:
+    try:
+        return parse_cpu(str(text)) if resource == "cpu" else parse_memory(str(text))
+    except ValueError:
+        return 0.0
+
+
+def _pod_amount(spec: Obj, section: str, resource: str) -> float:
+    """A pod's request (or limit) of a resource: its containers' sum or its largest init."""
+
+    def amount(c: Obj) -> float:
+        raw = (_effective(c).get(section) or {}).get(resource)
+        return _quantity(raw, resource) if raw is not None else 0.0
+
+    main = sum(amount(c) for c in spec.get("containers") or [])
+    init = max((amount(c) for c in spec.get("initContainers") or []), default=0.0)
+    return max(main, init)
+
+
+def _format(amount: float, resource: str) -> str:
+    if resource == "cpu":
+        milli = round(amount * 1000)
+        return f"{milli // 1000}" if milli % 1000 == 0 else f"{milli}m"
+    mib = amount / 2**20
+    if amount >= 2**30 and amount % 2**30 == 0:
+        return f"{int(amount // 2**30)}Gi"
+    return f"{round(mib)}Mi" if abs(mib - round(mib)) < 1e-6 else f"{int(amount)}"
+
+
+def _tolerates(node: Obj, tolerations: list[Obj]) -> bool:
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(
+            (t.get("operator") == "Exists" and not t.get("key"))
+            or (
+                t.get("key") == taint.get("key")
+                and (t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""))
+                and t.get("effect") in (None, "", taint.get("effect"))
+            )
+            for t in tolerations
+        ):
+            return False
+    return True
+
+
+def _node_affinity(spec: Obj, labels: dict[str, str]) -> bool:
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(
+        labels_match({"matchExpressions": t.get("matchExpressions") or []}, labels) for t in terms
+    )
+
+
+def _priority(pod: Obj) -> int:
+    return int(pod["spec"].get("priority", 0) or 0)
+
+
+def _priority_order(pod: Obj) -> tuple[int, str]:
+    # Higher priorities are scheduled first, as the scheduling queue orders them.
+    return (-_priority(pod), pod["metadata"]["name"])
+
+
+def _named_port(container: Obj, name: str) -> int | None:
+    if name.isdigit():
+        return int(name)
+    for p in container.get("ports") or []:
+        if p.get("name") == name:
+            return int(p.get("containerPort", 0))
+    return None

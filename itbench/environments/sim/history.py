@@ -16,14 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from itbench.core.faults import ObjectChange
-from itbench.core.shop import (
-    DEMO_REPOSITORY,
-    DEMO_VERSION,
-    FLAGD_CONFIG_KEY,
-    FLAGD_CONFIGMAP,
-    KNOWN_DEMO_VERSIONS,
-    SERVICE_BY_NAME,
-)
+from itbench.core.shop import FLAGD_CONFIG_KEY, FLAGD_CONFIGMAP, SERVICE_BY_NAME
 from itbench.environments.sim.cluster import Cluster, rfc3339
 from itbench.environments.sim.objects import (
     COMPONENT_LABEL,
@@ -31,6 +24,11 @@ from itbench.environments.sim.objects import (
     clone,
     template_hash,
 )
+from itbench.environments.sim.registry import DEMO_RELEASES as KNOWN_DEMO_VERSIONS
+from itbench.environments.sim.registry import DEMO_REPOSITORY
+from itbench.stack import demo_version
+
+DEMO_VERSION = demo_version()
 
 DAY = 86400.0
 REVISION_WEIGHTS = ((1, 30), (2, 30), (3, 25), (4, 15))

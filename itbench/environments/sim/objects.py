@@ -1,26 +1,19 @@
-"""Kubernetes-shaped objects of the twin: baseline manifests, merge patches, selectors, units."""
+"""Kubernetes-shaped objects of the twin: the baseline (the pinned chart as rendered), the API
+server's defaulting, strategic merge patches with the real merge keys, selectors and units."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import pickle
+import re
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from itbench import stack
 from itbench.core.alert_rules import prometheus_rule
-from itbench.core.shop import (
-    COST_BUDGET_KEY,
-    COST_CONFIGMAP,
-    DEFAULT_COST_BUDGET_PER_HOUR,
-    FLAGD_CONFIG_KEY,
-    FLAGD_CONFIGMAP,
-    HPA_WORKLOADS,
-    NODE_ARCHITECTURE,
-    SERVICES,
-    ServiceSpec,
-    default_flagd_config_text,
-)
+from itbench.core.shop import NODES
 
 Obj = dict[str, Any]
 
@@ -35,7 +28,11 @@ def clone(value: T) -> T:
 
 
 COMPONENT_LABEL = "opentelemetry.io/name"
-NODE_NAME = "kind-worker"
+CONTROL_PLANE_NODE, NODE_NAME = NODES
+"""kind's control-plane node (tainted NoSchedule; no shop pod tolerates it) and the worker every
+shop pod runs on."""
+NODE_ARCHITECTURE = "amd64"
+"""Architecture of the cluster's nodes."""
 NODE_CPU_CORES = 8
 NODE_MEMORY_GIB = 32
 
@@ -65,10 +62,29 @@ KIND_INFO: dict[str, tuple[str, str, bool]] = {
     "StressChaos": ("chaos-mesh.org/v1alpha1", "stresschaos.chaos-mesh.org", True),
     "HTTPChaos": ("chaos-mesh.org/v1alpha1", "httpchaos.chaos-mesh.org", True),
     "JVMChaos": ("chaos-mesh.org/v1alpha1", "jvmchaos.chaos-mesh.org", True),
+    "IOChaos": ("chaos-mesh.org/v1alpha1", "iochaos.chaos-mesh.org", True),
+    "Schedule": ("chaos-mesh.org/v1alpha1", "schedules.chaos-mesh.org", True),
+    "ServiceMonitor": ("monitoring.coreos.com/v1", "servicemonitors.monitoring.coreos.com", True),
+    "ResourceQuota": ("v1", "resourcequotas", True),
+    "LimitRange": ("v1", "limitranges", True),
+    "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses.scheduling.k8s.io", False),
+    "StorageClass": ("storage.k8s.io/v1", "storageclasses.storage.k8s.io", False),
+    "ClusterRole": (
+        "rbac.authorization.k8s.io/v1",
+        "clusterroles.rbac.authorization.k8s.io",
+        False,
+    ),
+    "ClusterRoleBinding": (
+        "rbac.authorization.k8s.io/v1",
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        False,
+    ),
 }
 """Kinds the twin serves: (apiVersion, kubectl resource name, namespaced)."""
 
-INJECTOR_KINDS = frozenset({"NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos"})
+INJECTOR_KINDS = frozenset(
+    {"NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos", "IOChaos", "Schedule"}
+)
 """Kinds of the fault injector: they exist for the platform only. To an agent the API answers
 for them exactly as for a kind the server does not have, whether or not any object exists (on a
 live cluster they live where the agent's RBAC cannot read)."""
@@ -91,6 +107,10 @@ _ALIASES: dict[str, str] = {
     "ds": "DaemonSet",
     "cj": "CronJob",
     "ing": "Ingress",
+    "quota": "ResourceQuota",
+    "limits": "LimitRange",
+    "pc": "PriorityClass",
+    "sc": "StorageClass",
 }
 for _kind, (_api, _resource, _ns) in KIND_INFO.items():
     _ALIASES[_kind.lower()] = _kind
@@ -163,72 +183,149 @@ def valid_quantity(text: str, kind: str) -> bool:
 
 # ---- patches and selectors -------------------------------------------------------------------
 
-_MERGE_KEYS = {
-    "containers": "name",
-    "initContainers": "name",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "ports": "containerPort",
+_POD_SPEC_KEYS: dict[tuple[str, ...], str] = {
+    ("containers",): "name",
+    ("initContainers",): "name",
+    ("ephemeralContainers",): "name",
+    ("volumes",): "name",
+    ("imagePullSecrets",): "name",
+    ("hostAliases",): "ip",
+    ("containers", "*", "env"): "name",
+    ("containers", "*", "ports"): "containerPort",
+    ("containers", "*", "volumeMounts"): "mountPath",
+    ("containers", "*", "volumeDevices"): "devicePath",
+    ("initContainers", "*", "env"): "name",
+    ("initContainers", "*", "ports"): "containerPort",
+    ("initContainers", "*", "volumeMounts"): "mountPath",
 }
-"""Lists that strategic merge patches merge by key (as kubectl patch does for built-in kinds)."""
+"""patchMergeKey of the lists of a PodSpec (k8s.io/api core/v1 types.go); lists without one
+are replaced whole."""
+
+_TEMPLATE = ("spec", "template", "spec")
+_META_KEYS: dict[tuple[str, ...], str] = {("metadata", "ownerReferences"): "uid"}
 
 
-def merge_patch(target: Any, patch: Any, *, strategic: bool = True) -> Any:
-    """Apply a merge patch: null deletes a key; named lists merge by key when strategic.
+def _with_prefix(prefix: tuple[str, ...]) -> dict[tuple[str, ...], str]:
+    return {prefix + path: key for path, key in _POD_SPEC_KEYS.items()}
+
+
+MERGE_KEYS: dict[str, dict[tuple[str, ...], str]] = {
+    "Pod": {**_META_KEYS, **_with_prefix(("spec",))},
+    "Deployment": {**_META_KEYS, **_with_prefix(_TEMPLATE)},
+    "ReplicaSet": {**_META_KEYS, **_with_prefix(_TEMPLATE)},
+    "StatefulSet": {**_META_KEYS, **_with_prefix(_TEMPLATE)},
+    "DaemonSet": {**_META_KEYS, **_with_prefix(_TEMPLATE)},
+    "Job": {**_META_KEYS, **_with_prefix(_TEMPLATE)},
+    "CronJob": {**_META_KEYS, **_with_prefix(("spec", "jobTemplate", "spec", "template", "spec"))},
+    "Service": {**_META_KEYS, ("spec", "ports"): "port"},
+}
+"""Strategic-merge keys per built-in kind, by path (`*` stands for a list element). Service
+ports merge by `port`, containers by `name`, container ports by `containerPort`."""
+
+
+class MergePatchError(ValueError):
+    """A strategic merge patch the API server refuses; the message is the server's."""
+
+
+def merge_patch(target: Any, patch: Any, *, strategic: bool = True, kind: str = "") -> Any:
+    """Apply a patch as the API server does: null deletes a key; lists with a merge key merge
+    element by element when strategic (built-in kinds), every other list is replaced.
 
     Args:
         target: The current value (not modified).
         patch: The patch.
-        strategic: Merge the lists of `_MERGE_KEYS` item by item (kubectl's strategic merge for
-            built-in kinds); otherwise lists are replaced (RFC 7386).
+        strategic: A strategic merge patch (`kubectl patch` on built-in kinds); otherwise a JSON
+            merge patch (RFC 7386), which replaces lists.
+        kind: The object's kind, whose merge keys apply (taken from the target when empty).
+
+    Raises:
+        MergePatchError: An element of a merge-keyed list lacks its merge key
+            (the API server's `does not contain declared merge key`).
     """
+    if not strategic:
+        return _json_merge(target, patch)
+    if not kind and isinstance(target, dict):
+        kind = str(target.get("kind", ""))
+    return _strategic(target, patch, (), MERGE_KEYS.get(kind, _META_KEYS))
+
+
+def _json_merge(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
         return clone(patch)
     result: dict[str, Any] = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
-        elif (
-            strategic
-            and isinstance(value, list)
-            and isinstance(result.get(key), list)
-            and _list_key(key, value) is not None
-        ):
-            result[key] = _merge_list(result[key], value, str(_list_key(key, value)))
         else:
-            result[key] = merge_patch(result.get(key), value, strategic=strategic)
+            result[key] = _json_merge(result.get(key), value)
     return result
 
 
-def _list_key(key: str, items: list[Any]) -> str | None:
-    if key == "ports":
-        # Service ports merge by port name when they have one; container ports by number.
-        if all(isinstance(i, dict) and "containerPort" in i for i in items):
-            return "containerPort"
-        if all(isinstance(i, dict) and ("name" in i or "port" in i) for i in items):
-            return "name" if all("name" in i for i in items) else "port"
-        return None
-    merge_key = _MERGE_KEYS.get(key)
-    if merge_key is None or not all(isinstance(i, dict) and merge_key in i for i in items):
-        return None
-    return merge_key
+def _strategic(
+    target: Any, patch: Any, path: tuple[str, ...], keys: dict[tuple[str, ...], str]
+) -> Any:
+    if not isinstance(patch, dict):
+        return clone(patch)
+    if patch.get("$patch") == "replace":
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
+    result: dict[str, Any] = clone(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):
+            continue
+        here = (*path, key)
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, list) and here in keys:
+            current = result.get(key)
+            result[key] = _merge_list(
+                current if isinstance(current, list) else [], value, here, keys
+            )
+        elif isinstance(value, list):
+            result[key] = [clone(i) for i in value if not _is_delete(i)]
+        else:
+            result[key] = _strategic(result.get(key), value, here, keys)
+    return result
 
 
-def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
+def _is_delete(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("$patch") == "delete"
+
+
+def _merge_list(
+    current: list[Any], patch: list[Any], path: tuple[str, ...], keys: dict[tuple[str, ...], str]
+) -> list[Any]:
+    key = keys[path]
+    if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
+        return [clone(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
     out = [clone(i) for i in current]
+    element = (*path, "*")
     for item in patch:
+        if not isinstance(item, dict) or key not in item:
+            shown = go_map(item) if isinstance(item, dict) else str(item)
+            raise MergePatchError(f"map: {shown} does not contain declared merge key: {key}")
         for n, existing in enumerate(out):
             if isinstance(existing, dict) and existing.get(key) == item.get(key):
-                if item.get("$patch") == "delete":
+                if _is_delete(item):
                     del out[n]
                 else:
-                    out[n] = merge_patch(existing, item)
+                    out[n] = _strategic(existing, item, element, keys)
                 break
         else:
-            if item.get("$patch") != "delete":
-                out.append(clone(item))
+            if not _is_delete(item):
+                out.append(_strategic({}, item, element, keys))
     return out
+
+
+def go_map(value: Any) -> str:
+    """A value as Go's fmt prints a decoded JSON value (`map[a:1 b:x]`, sorted keys)."""
+    if isinstance(value, dict):
+        inner = " ".join(f"{k}:{go_map(value[k])}" for k in sorted(value))
+        return f"map[{inner}]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_map(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def labels_match(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
@@ -282,122 +379,261 @@ def main_container(pod_spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def env_value(container: dict[str, Any], name: str) -> str | None:
-    """A literal environment variable of a container, or None."""
+    """A literal environment variable of a container, `$(VAR)` references expanded as the
+    kubelet does (from variables defined before it), or None."""
+    return resolve_env(container).get(name)
+
+
+EnvLookup = Callable[[str, str, str], "str | None"]
+"""(kind Secret or ConfigMap, object name, key) -> the value, or None when absent."""
+
+
+def resolve_env(container: dict[str, Any], lookup: EnvLookup | None = None) -> dict[str, str]:
+    """A container's environment as its process sees it: literals with `$(VAR)` expanded from
+    earlier variables, and (with a lookup) values from Secrets and ConfigMaps."""
+    seen: dict[str, str] = {}
     for item in container.get("env") or []:
-        if isinstance(item, dict) and item.get("name") == name:
-            value = item.get("value")
-            return None if value is None else str(value)
-    return None
+        if not isinstance(item, dict) or not item.get("name"):
+            continue
+        name = str(item["name"])
+        if item.get("value") is not None:
+            seen[name] = _expand(str(item["value"]), seen)
+            continue
+        source = item.get("valueFrom") or {}
+        for key_ref, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+            ref = source.get(key_ref)
+            if isinstance(ref, dict) and lookup is not None:
+                value = lookup(kind, str(ref.get("name", "")), str(ref.get("key", "")))
+                if value is not None:
+                    seen[name] = value
+    return seen
+
+
+_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _expand(text: str, known: dict[str, str]) -> str:
+    return _REFERENCE.sub(lambda m: known.get(m.group(1), m.group(0)), text)
+
+
+# ---- addresses -------------------------------------------------------------------------------
+
+DEFAULT_PORTS = {"postgres": 5432, "redis": 6379, "http": 80}
+
+
+def parse_address(raw: str, protocol: str = "") -> tuple[str, int, str | None]:
+    """(host, port, password) of an address as the shop's clients read it: `host:port`, a URL
+    (`http://...`, `postgres://user:pass@host/db`), libpq keywords (`host=... port=...`), an
+    Npgsql string (`Host=...;Port=...`) or StackExchange.Redis' `host:port,password=...`.
+
+    The port is 0 when none is given and the protocol has no default.
+    """
+    text = raw.strip()
+    default = DEFAULT_PORTS.get(protocol, 0)
+    if "=" in text and "://" not in text and "," not in text.split("=", 1)[0]:
+        fields: dict[str, str] = {}
+        for part in re.split(r"[;\s]+", text):
+            key, sep, value = part.partition("=")
+            if sep:
+                fields[key.strip().lower()] = value.strip()
+        if "host" in fields:
+            port = fields.get("port", "")
+            return (
+                fields["host"],
+                int(port) if port.isdigit() else default,
+                fields.get("password"),
+            )
+    password = None
+    if "," in text:
+        text, *options = text.split(",")
+        for option in options:
+            key, _, value = option.partition("=")
+            if key.strip() == "password":
+                password = value.strip()
+    rest = text.split("://", 1)[-1]
+    authority = rest.split("/", 1)[0].split("?", 1)[0]
+    if "@" in authority:
+        credentials, authority = authority.rsplit("@", 1)
+        if ":" in credentials:
+            password = credentials.split(":", 1)[1]
+    host, sep, port_text = authority.rpartition(":")
+    if not sep:
+        return authority, default, password
+    return host, int(port_text) if port_text.isdigit() else 0, password
+
+
+def address_of(
+    env: Mapping[str, str], var: str, protocol: str = ""
+) -> tuple[str | None, int, str | None]:
+    """Where an environment variable points (host, port, password); None host when unset.
+
+    `<X>_HOST` takes its port from `<X>_PORT`.
+    """
+    raw = env.get(var)
+    if raw is None:
+        return None, 0, None
+    if var.endswith("_HOST"):
+        port_var = env.get(var[: -len("_HOST")] + "_PORT")
+        if port_var is not None:
+            return raw, int(port_var) if port_var.isdigit() else 0, None
+    return parse_address(raw, protocol)
+
+
+# ---- the API server's defaults -------------------------------------------------------------
+
+
+def _default_container(container: Obj) -> None:
+    image = str(container.get("image", ""))
+    tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+    container.setdefault("imagePullPolicy", "Always" if tag in ("", "latest") else "IfNotPresent")
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    resources = container.setdefault("resources", {})
+    limits = resources.get("limits") or {}
+    if limits:
+        requests = resources.setdefault("requests", {})
+        for name, value in limits.items():
+            requests.setdefault(name, value)
+    for port in container.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+
+
+def _default_pod_spec(spec: Obj) -> None:
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        _default_container(container)
+    for volume in spec.get("volumes") or []:
+        for source in ("configMap", "secret"):
+            if source in volume:
+                volume[source].setdefault("defaultMode", 420)
+
+
+def api_defaults(obj: Obj) -> Obj:
+    """The object as the API server stores it: the defaults of its kind filled in (a copy).
+
+    Deployments get their strategy, history and deadline; pod templates their DNS policy,
+    restart policy, scheduler, grace period and, per container, pull policy, termination message
+    and requests equal to limits where only limits are set; Services their cluster IP, session
+    affinity, IP families and port protocols.
+    """
+    out = clone(obj)
+    kind = out.get("kind")
+    if kind == "Deployment":
+        spec = out.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        spec.setdefault(
+            "strategy",
+            {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+            },
+        )
+        if spec["strategy"].get("type") == "RollingUpdate":
+            rolling = spec["strategy"].setdefault("rollingUpdate", {})
+            rolling.setdefault("maxSurge", "25%")
+            rolling.setdefault("maxUnavailable", "25%")
+        _default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
+    elif kind == "Pod":
+        _default_pod_spec(out.setdefault("spec", {}))
+    elif kind == "Service":
+        spec = out.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("ipFamilies", ["IPv4"])
+        if "clusterIP" not in spec:
+            spec["clusterIP"] = cluster_ip(str(out["metadata"]["name"]))
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            if "port" in port:
+                port.setdefault("targetPort", port["port"])
+    return out
+
+
+def cluster_ip(name: str) -> str:
+    """A stable service IP in kind's default service range (10.96.0.0/16) for a Service."""
+    digest = int(hashlib.sha256(name.encode()).hexdigest(), 16)
+    return f"10.96.{digest % 250 + 1}.{digest // 250 % 250 + 2}"
 
 
 # ---- the baseline ----------------------------------------------------------------------------
 
 
-def _meta(name: str, namespace: str, labels: dict[str, str] | None = None) -> Obj:
-    meta: Obj = {"name": name, "namespace": namespace}
-    if labels:
-        meta["labels"] = labels
-    return meta
-
-
 def component_labels(name: str) -> dict[str, str]:
-    """The chart's labels on a component's pods."""
-    return {
-        COMPONENT_LABEL: name,
-        "app.kubernetes.io/component": name,
-        "app.kubernetes.io/name": name,
-        "app.kubernetes.io/part-of": "opentelemetry-demo",
-    }
+    """The chart's selector label of a component's pods."""
+    return {COMPONENT_LABEL: name}
 
 
-def deployment(spec: ServiceSpec, namespace: str) -> Obj:
-    """The chart's Deployment of a component."""
-    container: Obj = {
-        "name": spec.name,
-        "image": spec.image,
-        "imagePullPolicy": "IfNotPresent",
-        "env": [{"name": k, "value": v} for k, v in spec.env],
-        "resources": {
-            "requests": {"cpu": f"{spec.cpu_request_m}m", "memory": f"{spec.memory_request_mi}Mi"},
-            "limits": {"cpu": f"{spec.cpu_limit_m}m", "memory": f"{spec.memory_limit_mi}Mi"},
-        },
-    }
-    ports = []
-    if spec.port is not None:
-        ports.append({"name": "service", "containerPort": spec.port, "protocol": "TCP"})
-    ports += [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in spec.extra_ports]
-    if ports:
-        container["ports"] = ports
-    labels = component_labels(spec.name)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _meta(spec.name, namespace, dict(labels)),
-        "spec": {
-            "replicas": spec.replicas,
-            "revisionHistoryLimit": 10,
-            "selector": {"matchLabels": {COMPONENT_LABEL: spec.name}},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
-            },
-            "template": {
-                "metadata": {"labels": dict(labels)},
-                "spec": {
-                    "serviceAccountName": "opentelemetry-demo",
-                    "containers": [container],
-                },
-            },
-        },
-    }
+def _retarget(obj: Obj, source: str, namespace: str) -> Obj:
+    meta = obj.setdefault("metadata", {})
+    if meta.get("namespace") == source:
+        meta["namespace"] = namespace
+    for subject in obj.get("subjects") or []:
+        if subject.get("namespace") == source:
+            subject["namespace"] = namespace
+    return obj
 
 
-def service(spec: ServiceSpec, namespace: str) -> Obj | None:
-    """The chart's Service of a component (None for components that do not listen)."""
-    if spec.port is None:
-        return None
-    ports = [{"name": "tcp-service", "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}]
-    ports += [
-        {"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in spec.extra_ports
-    ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _meta(spec.name, namespace, component_labels(spec.name)),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": {COMPONENT_LABEL: spec.name},
-            "ports": ports,
-        },
-    }
-
-
-def hpa(workload: str, namespace: str, minimum: int, maximum: int, target: int) -> Obj:
-    """A CPU-utilisation HorizontalPodAutoscaler of a Deployment."""
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": _meta(workload, namespace, component_labels(workload)),
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": workload},
-            "minReplicas": minimum,
-            "maxReplicas": maximum,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": target},
+def nodes() -> list[Obj]:
+    """The cluster's nodes: kind's tainted control plane and the worker the shop runs on."""
+    kubelet = str(stack.pins()["kubernetes"]["version"])
+    out: list[Obj] = []
+    for name, role in ((CONTROL_PLANE_NODE, "control-plane"), (NODE_NAME, "worker")):
+        labels = {
+            "beta.kubernetes.io/arch": NODE_ARCHITECTURE,
+            "beta.kubernetes.io/os": "linux",
+            "kubernetes.io/arch": NODE_ARCHITECTURE,
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+        }
+        spec: Obj = {"podCIDR": "10.244.0.0/24" if role == "control-plane" else "10.244.1.0/24"}
+        if role == "control-plane":
+            labels["node-role.kubernetes.io/control-plane"] = ""
+            spec["taints"] = [
+                {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+            ]
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+                "status": {
+                    "capacity": {
+                        "cpu": str(NODE_CPU_CORES),
+                        "memory": f"{NODE_MEMORY_GIB}Gi",
+                        "pods": "110",
                     },
-                }
-            ],
-        },
-    }
+                    "allocatable": {
+                        "cpu": str(NODE_CPU_CORES),
+                        "memory": f"{NODE_MEMORY_GIB}Gi",
+                        "pods": "110",
+                    },
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                    "nodeInfo": {
+                        "architecture": NODE_ARCHITECTURE,
+                        "kubeletVersion": kubelet,
+                        "containerRuntimeVersion": "containerd://2.1.1",
+                        "operatingSystem": "linux",
+                    },
+                },
+            }
+        )
+    return out
 
 
-def baseline_objects(namespace: str) -> list[Obj]:
-    """Every object of the healthy shop (without ReplicaSets, Pods and Endpoints: controllers
-    derive those)."""
+@lru_cache(maxsize=8)
+def _baseline(namespace: str) -> tuple[Obj, ...]:
+    source = stack.release()["namespace"]
+    kps = stack.chart_pin("kube-prometheus-stack")
     out: list[Obj] = [
         {
             "apiVersion": "v1",
@@ -409,65 +645,19 @@ def baseline_objects(namespace: str) -> list[Obj]:
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
         },
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": _meta("opentelemetry-demo", namespace),
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": NODE_NAME,
-                "labels": {
-                    "kubernetes.io/hostname": NODE_NAME,
-                    "kubernetes.io/arch": NODE_ARCHITECTURE,
-                    "kubernetes.io/os": "linux",
-                    "node-role.kubernetes.io/worker": "",
-                },
-            },
-            "spec": {},
-            "status": {
-                "capacity": {"cpu": str(NODE_CPU_CORES), "memory": f"{NODE_MEMORY_GIB}Gi"},
-                "allocatable": {"cpu": str(NODE_CPU_CORES), "memory": f"{NODE_MEMORY_GIB}Gi"},
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                "nodeInfo": {"architecture": NODE_ARCHITECTURE, "kubeletVersion": "v1.32.4"},
-            },
-        },
+        *nodes(),
     ]
-    for spec in SERVICES:
-        out.append(deployment(spec, namespace))
-        svc = service(spec, namespace)
-        if svc is not None:
-            out.append(svc)
-    out.append(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": _meta(FLAGD_CONFIGMAP, namespace, component_labels("flagd")),
-            "data": {FLAGD_CONFIG_KEY: default_flagd_config_text()},
-        }
-    )
-    out.append(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": _meta(
-                COST_CONFIGMAP, namespace, {"app.kubernetes.io/part-of": "opentelemetry-demo"}
-            ),
-            "data": {COST_BUDGET_KEY: f"{DEFAULT_COST_BUDGET_PER_HOUR:g}", "currency": "USD"},
-        }
-    )
-    out.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": _meta("opentelemetry-demo-credentials", namespace),
-            "type": "Opaque",
-            "data": {"username": "ZGVtbw==", "password": "b3RlbC1kZW1v"},
-        }
-    )
-    for workload, minimum, maximum, target in HPA_WORKLOADS:
-        out.append(hpa(workload, namespace, minimum, maximum, target))
-    out.append(prometheus_rule(namespace))
-    return out
+    for obj in stack.chart_objects():
+        out.append(api_defaults(_retarget(obj, source, namespace)))
+    for obj in stack.stack_manifests("autoscaling.yaml"):
+        obj["metadata"]["namespace"] = namespace
+        out.append(obj)
+    out.append(prometheus_rule(namespace, {"release": str(kps["release"])}))
+    return tuple(out)
+
+
+def baseline_objects(namespace: str) -> list[Obj]:
+    """Every object of the healthy shop: the pinned chart as the API server stores it, the
+    stack's autoscalers and alert rules, the namespace and the nodes (without ReplicaSets, Pods
+    and Endpoints: controllers derive those)."""
+    return [clone(o) for o in _baseline(namespace)]

@@ -1,9 +1,13 @@
-"""The twin's telemetry: scraped series, pod logs and Jaeger traces with the live stack's names.
+"""The twin's telemetry: scraped series, logs and Jaeger traces shaped as the pinned stack stores
+them.
 
-Metrics: OpenTelemetry span metrics as the demo collector's spanmetrics connector exports them
-(traces_span_metrics_calls_total, traces_span_metrics_duration_milliseconds_*), kube-state-metrics,
-cAdvisor, the kafkametrics receiver's consumer lag and the cost budget. Traces are rebuilt on
-demand from each interval's traffic, deterministically from the seed.
+Metrics carry the labels of their scrape as kube-prometheus-stack writes them: span metrics and
+the kafkametrics receiver's lag from the collector's Prometheus exporter (per emitting pod, with
+`exported_job`/`exported_instance`, only while the collector runs), kube-state-metrics (its
+target's labels beside the object's), cAdvisor (container IDs; a restarted container's old series
+lingers briefly; CFS series only under a CPU limit). Logs are what the collector ships to Loki
+over OTLP (instrumented services only, Loki's OTLP labels); `kubectl logs` sees every pod. Traces
+are rebuilt on demand from each interval's traffic, deterministically from the seed.
 """
 
 from __future__ import annotations
@@ -15,10 +19,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from itbench.core.alert_rules import BUDGET_METRIC
+from itbench.core.alert_rules import KAFKA_LAG_METRIC
 from itbench.core.shop import (
-    COST_BUDGET_KEY,
-    COST_CONFIGMAP,
+    COLLECTOR,
     KAFKA_CONSUMERS,
     OPERATIONS,
     ORDERS_TOPIC,
@@ -29,9 +32,11 @@ from itbench.core.shop import (
 )
 from itbench.environments.sim.cluster import Cluster, ContainerRuntime
 from itbench.environments.sim.logql import LogLine
-from itbench.environments.sim.objects import Obj, main_container, parse_cpu, parse_memory
+from itbench.environments.sim.objects import NODE_NAME, Obj, main_container, parse_cpu, parse_memory
+from itbench.environments.sim.registry import image_program
 from itbench.environments.sim.series import STALE_NAN, Series
 from itbench.environments.sim.traffic import EdgeStats, Latency, OpStats, TrafficState
+from itbench.stack import chart_pin
 
 BUCKETS_MS = (2, 4, 6, 8, 10, 50, 100, 200, 400, 800, 1000, 1400, 2000, 5000, 10000, 15000)
 """The spanmetrics connector's default explicit histogram buckets, in milliseconds."""
@@ -42,6 +47,39 @@ MAX_LINES_PER_STREAM = 2000
 
 _OPS: dict[tuple[str, str], Operation] = {(o.service, o.name): o for o in OPERATIONS}
 
+KSM_TARGET = (
+    ("container", "kube-state-metrics"),
+    ("endpoint", "http"),
+    ("instance", "10.244.0.12:8080"),
+    ("job", "kube-state-metrics"),
+    ("service", "kube-prometheus-stack-kube-state-metrics"),
+)
+"""Labels kube-prometheus-stack's scrape of kube-state-metrics adds (honorLabels keeps the
+object's own namespace, pod and container)."""
+KSM_POD = "kube-prometheus-stack-kube-state-metrics-6c5d7b9f4d-lmx2k"
+"""The scrape's `pod` label on kube-state-metrics series that describe no pod."""
+KUBELET_TARGET = (
+    ("endpoint", "https-metrics"),
+    ("instance", "172.18.0.2:10250"),
+    ("job", "kubelet"),
+    ("metrics_path", "/metrics/cadvisor"),
+    ("node", NODE_NAME),
+    ("service", "kube-prometheus-stack-kubelet"),
+)
+"""Labels of kube-prometheus-stack's cAdvisor scrape of the worker's kubelet."""
+OLD_CONTAINER_SECONDS = 30.0
+"""How long cAdvisor keeps reporting a replaced container's cgroup after a restart."""
+SPAN_SCOPE = (("otel_scope_name", "spanmetricsconnector"),)
+KAFKA_SCOPE = (
+    (
+        "otel_scope_name",
+        "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/kafkametricsreceiver",
+    ),
+    ("otel_scope_version", str(chart_pin("opentelemetry-collector")["appVersion"])),
+)
+SERVICE_NAMESPACE = "otel-demo"
+"""The chart's `resource.opentelemetry.io/service.namespace` pod annotation (service.namespace)."""
+
 
 def _reachable(service: str, operation: str) -> frozenset[str]:
     """Services a trace starting at an operation can touch (calls and Kafka consumers)."""
@@ -49,7 +87,7 @@ def _reachable(service: str, operation: str) -> frozenset[str]:
     for call in _OPS[(service, operation)].calls:
         if (call.service, call.operation) in _OPS:
             out |= _reachable(call.service, call.operation)
-        if call.mode == "async" and call.service == "kafka":
+        if call.service == "kafka":
             out |= {c.service for c in KAFKA_CONSUMERS}
     return frozenset(out)
 
@@ -132,18 +170,18 @@ class TelemetryStore:
 
 
 class LogBook:
-    """Pod log streams (a LogStore for the LogQL engine)."""
+    """Container logs: every pod's (for `kubectl logs`), and the streams Loki holds (a LogStore
+    for the LogQL engine): the lines the instrumented services ship over OTLP."""
 
     def __init__(self) -> None:
         """Create an empty log book."""
-        self._streams: dict[str, tuple[dict[str, str], list[LogLine]]] = {}
+        self._streams: dict[str, tuple[dict[str, str] | None, list[LogLine]]] = {}
 
-    def write(self, labels: dict[str, str], t: float, line: str) -> None:
-        """Append a line to the stream of a pod."""
-        pod = labels["pod"]
+    def write(self, pod: str, loki: dict[str, str] | None, t: float, line: str) -> None:
+        """Append a line to a pod's log (and to Loki under `loki` labels when given)."""
         entry = self._streams.get(pod)
         if entry is None:
-            entry = (labels, [])
+            entry = (loki, [])
             self._streams[pod] = entry
         lines = entry[1]
         lines.append(LogLine(t, line))
@@ -151,8 +189,12 @@ class LogBook:
             del lines[: len(lines) - MAX_LINES_PER_STREAM]
 
     def streams(self) -> Iterable[tuple[dict[str, str], Sequence[LogLine]]]:
-        """Every stream: its labels and its lines in time order."""
-        return [(dict(labels), list(lines)) for labels, lines in self._streams.values()]
+        """Every stream Loki holds: its labels and its lines in time order."""
+        return [
+            (dict(labels), list(lines))
+            for labels, lines in self._streams.values()
+            if labels is not None
+        ]
 
     def tail(self, pod: str, n: int) -> list[str]:
         """The last n lines of a pod's log."""
@@ -160,19 +202,6 @@ class LogBook:
         if entry is None:
             return []
         return [x.line for x in entry[1][-n:]] if n > 0 else []
-
-
-@dataclass
-class _PodPlan:
-    """The series handles of one pod."""
-
-    labels: tuple[tuple[str, str], tuple[str, str], tuple[str, str]]
-    ready: list[SimSeries]
-    phases: list[tuple[str, SimSeries]]
-    info: SimSeries
-    container: list[SimSeries]
-    resources: list[tuple[SimSeries, float]]
-    cadvisor: list[SimSeries]
 
 
 @dataclass
@@ -188,19 +217,18 @@ class Scraper:
     # Pure functions of their keys, shared by every twin in the process (read-only values).
     _cdf_cache: ClassVar[dict[tuple[float, float, float], list[float]]] = {}
     _increments: ClassVar[dict[tuple[int, tuple[float, float, float]], list[float]]] = {}
-    _span_handles: dict[tuple[str, str, str, str], list[SimSeries]] = field(default_factory=dict)
-    _pod_plans: dict[tuple[str, str], _PodPlan] = field(default_factory=dict)
-    _deployment_handles: dict[str, list[SimSeries]] = field(default_factory=dict)
+    _span_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(default_factory=dict)
+    _client_keys: dict[str, set[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     _started_logged: dict[str, float] = field(default_factory=dict)
 
     # ---- series -----------------------------------------------------------------------------
     def _set(self, key: tuple[tuple[str, str], ...], t: float, value: float) -> None:
-        s = self.store.handle(key)
+        s = self.store.handle(_sorted(key))
         s.timestamps.append(t)
         s.values.append(value)
 
     def _add(self, key: tuple[tuple[str, str], ...], t: float, inc: float) -> None:
-        s = self.store.handle(key)
+        s = self.store.handle(_sorted(key))
         last = s.values[-1] if s.values else 0.0
         s.timestamps.append(t)
         s.values.append(last + inc)
@@ -239,100 +267,154 @@ class Scraper:
             telemetry_on: Whether logs are written (metrics are always scraped).
         """
         self.history.append((t, traffic))
-        self._span_metrics(t, dt, traffic)
+        collector = self._collector_target()
+        if collector is not None:
+            self._span_metrics(t, dt, traffic, collector)
+            if traffic.kafka_visible:
+                self._kafka(t, traffic, collector)
         self._kube_state(t)
-        for consumer in KAFKA_CONSUMERS:
-            self._set(
-                (
-                    ("__name__", "kafka_consumer_group_lag"),
-                    ("group", consumer.group),
-                    ("partition", "0"),
-                    ("topic", ORDERS_TOPIC),
-                ),
-                t,
-                float(round(traffic.kafka_lag.get(consumer.group, 0.0))),
-            )
-        cm = self.cluster.get("ConfigMap", COST_CONFIGMAP)
-        budget = _float(((cm or {}).get("data") or {}).get(COST_BUDGET_KEY))
-        if budget is not None:
-            self._set(
-                (("__name__", BUDGET_METRIC), ("namespace", self.cluster.namespace)), t, budget
-            )
+        self._cadvisor(t)
         self.store.mark_stale(t)
         if telemetry_on:
             self._write_logs(t, dt, traffic)
 
-    def _span_metrics(self, t: float, dt: float, traffic: TrafficState) -> None:
-        server: dict[tuple[str, str, str, str], list[float]] = {}
+    def _collector_target(self) -> tuple[tuple[str, str], ...] | None:
+        """The scrape labels of the collector's Prometheus exporter (None while it is down)."""
+        c = self.cluster
+        for pod in c.of_kind("Pod"):
+            if _owner(pod).rsplit("-", 1)[0] == COLLECTOR and c.pod_ready(pod):
+                return (
+                    ("container", "opentelemetry-collector"),
+                    ("endpoint", "metrics"),
+                    ("instance", f"{pod['status'].get('podIP', '')}:8888"),
+                    ("job", COLLECTOR),
+                    ("namespace", c.namespace),
+                    ("pod", str(pod["metadata"]["name"])),
+                    ("service", COLLECTOR),
+                )
+        return None
+
+    def _kafka(self, t: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]) -> None:
+        for consumer in KAFKA_CONSUMERS:
+            lag = float(round(traffic.kafka_lag.get(consumer.group, 0.0)))
+            base = (*target, *KAFKA_SCOPE, ("group", consumer.group), ("topic", ORDERS_TOPIC))
+            self._set((("__name__", KAFKA_LAG_METRIC), *base), t, lag)
+            self._set(
+                (("__name__", "kafka_consumer_group_lag_ratio"), *base, ("partition", "0")), t, lag
+            )
+
+    def _serving_pods(self, svc: str) -> list[Obj]:
+        """Ready pods that run the service's own program (a pause image exports no spans)."""
+        c = self.cluster
+        return [
+            p
+            for p in c.of_kind("Pod")
+            if _owner(p).rsplit("-", 1)[0] == svc
+            and c.pod_ready(p)
+            and image_program(str(main_container(p["spec"]).get("image", ""))) == svc
+        ]
+
+    def _span_metrics(
+        self, t: float, dt: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]
+    ) -> None:
+        serving = {
+            svc: self._serving_pods(svc)
+            for svc in {k[0] for k in traffic.ops} | {k[0] for k in traffic.edges}
+        }
+        server: dict[tuple[tuple[str, str], ...], list[float]] = {}
         for (svc, name), stats in traffic.ops.items():
             spec = SERVICE_BY_NAME.get(svc)
-            if spec is None or not spec.instrumented:
+            pods = serving.get(svc) or []
+            if spec is None or not spec.instrumented or not pods:
                 continue
-            kind: str = _OPS[(svc, name)].kind
+            op = _OPS[(svc, name)]
             span = server_span_name(svc, name)
             n = self._count(("srv", svc, name), stats.rate * dt)
             errors = self._count(("err", svc, name), n * stats.error) if stats.error > 0 else 0
             errors = min(errors, n)
-            for status, count in (("STATUS_CODE_UNSET", n - errors), ("STATUS_CODE_ERROR", errors)):
-                key = (svc, span, kind, status)
-                if (
-                    status == "STATUS_CODE_ERROR"
-                    and not count
-                    and key not in server
-                    and not self.store.has(_calls_key(svc, span, kind, status))
+            for index, pod in enumerate(pods):
+                share_ok = _share(n - errors, len(pods), index)
+                share_err = _share(errors, len(pods), index)
+                for status, count in (
+                    ("STATUS_CODE_UNSET", share_ok),
+                    ("STATUS_CODE_ERROR", share_err),
                 ):
-                    continue
-                increments = self._increments_for(count, stats.latency)
-                total = server.get(key)
-                if total is None:
-                    server[key] = list(increments)
-                else:
-                    for i, inc in enumerate(increments):
-                        total[i] += inc
-        for key, increments in server.items():
-            for series, inc in zip(self._span_handles_for(*key), increments, strict=True):
-                values = series.values
-                series.timestamps.append(t)
-                values.append((values[-1] if values else 0.0) + inc)
+                    labels = _span_labels(target, svc, pod, span, op.kind, status)
+                    calls = (("__name__", "traces_span_metrics_calls_total"), *labels)
+                    if (
+                        status == "STATUS_CODE_ERROR"
+                        and not count
+                        and labels not in server
+                        and not self.store.has(_sorted(calls))
+                    ):
+                        continue
+                    increments = self._increments_for(count, stats.latency)
+                    total = server.get(labels)
+                    if total is None:
+                        server[labels] = list(increments)
+                    else:
+                        for i, inc in enumerate(increments):
+                            total[i] += inc
         client: dict[tuple[tuple[str, str], ...], float] = {}
         for (caller, caller_op, callee, op_name), edge in traffic.edges.items():
             spec = SERVICE_BY_NAME.get(caller)
-            if spec is None or not spec.instrumented:
+            pods = serving.get(caller) or []
+            if spec is None or not spec.instrumented or not edge.call.span or not pods:
                 continue
-            client_kind = "SPAN_KIND_PRODUCER" if edge.call.mode == "async" else "SPAN_KIND_CLIENT"
-            span = client_span_name(caller, callee, op_name)
+            client_kind = (
+                "SPAN_KIND_PRODUCER" if edge.call.service == "kafka" else "SPAN_KIND_CLIENT"
+            )
+            span = client_span_name(caller, edge.call)
             n = self._count(("cli", caller, caller_op, callee, op_name), edge.rate * dt)
             errors = min(
                 n, self._count(("cer", caller, caller_op, callee, op_name), n * edge.error)
             )
-            ok_key = _calls_key(caller, span, client_kind, "STATUS_CODE_UNSET")
-            client[ok_key] = client.get(ok_key, 0.0) + n - errors
-            err_key = _calls_key(caller, span, client_kind, "STATUS_CODE_ERROR")
-            if errors or err_key in client or self.store.has(err_key):
-                client[err_key] = client.get(err_key, 0.0) + errors
+            for index, pod in enumerate(pods):
+                ok_labels = _span_labels(
+                    target, caller, pod, span, client_kind, "STATUS_CODE_UNSET"
+                )
+                ok_key = _sorted((("__name__", "traces_span_metrics_calls_total"), *ok_labels))
+                client[ok_key] = client.get(ok_key, 0.0) + _share(n - errors, len(pods), index)
+                err_labels = _span_labels(
+                    target, caller, pod, span, client_kind, "STATUS_CODE_ERROR"
+                )
+                err_key = _sorted((("__name__", "traces_span_metrics_calls_total"), *err_labels))
+                err = _share(errors, len(pods), index)
+                if err or err_key in client or self.store.has(err_key):
+                    client[err_key] = client.get(err_key, 0.0) + err
+        # The connector keeps exporting every series it has seen (cumulative, no expiry), so a
+        # service that stops serving keeps constant series: their rate falls to zero.
+        instance = dict(target)["instance"]
+        for labels in list(self._span_handles):
+            if dict(labels).get("instance") == instance and labels not in server:
+                server[labels] = [0.0] * (len(BUCKETS_MS) + 4)
+        for labels, increments in server.items():
+            for series, inc in zip(self._span_handles_for(labels), increments, strict=True):
+                values = series.values
+                series.timestamps.append(t)
+                values.append((values[-1] if values else 0.0) + inc)
+        for key in self._client_keys.get(instance, ()):
+            if key not in client:
+                client[key] = 0.0
         for series_key, inc in client.items():
             self._add(series_key, t, inc)
+            self._client_keys.setdefault(instance, set()).add(series_key)
 
-    def _span_handles_for(self, svc: str, name: str, kind: str, status: str) -> list[SimSeries]:
-        handles = self._span_handles.get((svc, name, kind, status))
+    def _span_handles_for(self, labels: tuple[tuple[str, str], ...]) -> list[SimSeries]:
+        handles = self._span_handles.get(labels)
         if handles is None:
-            base = (
-                ("service_name", svc),
-                ("span_kind", kind),
-                ("span_name", name),
-                ("status_code", status),
-            )
             prefix = "traces_span_metrics_duration_milliseconds"
-            bucket = ("__name__", f"{prefix}_bucket")
-            keys = [_calls_key(svc, name, kind, status)]
-            keys += [(bucket, *base, ("le", str(le))) for le in BUCKETS_MS]
-            keys += [(bucket, *base, ("le", "+Inf"))]
+            keys = [(("__name__", "traces_span_metrics_calls_total"), *labels)]
             keys += [
-                (("__name__", f"{prefix}_count"), *base),
-                (("__name__", f"{prefix}_sum"), *base),
+                (("__name__", f"{prefix}_bucket"), *labels, ("le", _le(le))) for le in BUCKETS_MS
             ]
-            handles = [self.store.handle(k) for k in keys]
-            self._span_handles[(svc, name, kind, status)] = handles
+            keys += [(("__name__", f"{prefix}_bucket"), *labels, ("le", "+Inf"))]
+            keys += [
+                (("__name__", f"{prefix}_count"), *labels),
+                (("__name__", f"{prefix}_sum"), *labels),
+            ]
+            handles = [self.store.handle(_sorted(k)) for k in keys]
+            self._span_handles[labels] = handles
         return handles
 
     def _increments_for(self, n: int, lat: Latency) -> list[float]:
@@ -347,22 +429,24 @@ class Scraper:
                 self._increments[key] = increments
         return increments
 
+    # ---- kube-state-metrics -----------------------------------------------------------------
+    def _ksm(self, t: float, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:
+        # honorLabels: the object's own labels win over the scrape's.
+        own = {k for k, _ in labels}
+        extra = tuple(kv for kv in (*KSM_TARGET, ("pod", KSM_POD)) if kv[0] not in own)
+        self._set((("__name__", name), *labels, *extra), t, value)
+
     def _kube_state(self, t: float) -> None:
         c = self.cluster
         ns = ("namespace", c.namespace)
         for d in c.of_kind("Deployment"):
-            name = d["metadata"]["name"]
-            handles = self._deployment_handles.get(name)
-            if handles is None:
-                handles = [
-                    self.store.handle((("__name__", metric), ("deployment", name), ns))
-                    for metric, _ in _DEPLOYMENT_SERIES
-                ]
-                self._deployment_handles[name] = handles
+            name = ("deployment", d["metadata"]["name"])
             st = d.get("status") or {}
-            self._put(handles[0], t, float(d["spec"].get("replicas", 1)))
-            for series, (_, field_name) in zip(handles[1:], _DEPLOYMENT_SERIES[1:], strict=True):
-                self._put(series, t, float(st.get(field_name, 0)))
+            self._ksm(
+                t, "kube_deployment_spec_replicas", (name, ns), float(d["spec"].get("replicas", 1))
+            )
+            for metric, field_name in _DEPLOYMENT_SERIES[1:]:
+                self._ksm(t, metric, (name, ns), float(st.get(field_name, 0)))
         for pod in c.of_kind("Pod"):
             self._pod_series(t, pod, c.runtime.get(pod["metadata"]["name"]))
         for h in c.of_kind("HorizontalPodAutoscaler"):
@@ -381,146 +465,205 @@ class Scraper:
                     st.get("desiredReplicas", 0),
                 ),
             ):
-                self._set((("__name__", metric), label, ns), t, float(value))
+                self._ksm(t, metric, (label, ns), float(value))
+        for quota in c.of_kind("ResourceQuota"):
+            st = quota.get("status") or {}
+            for kind in ("hard", "used"):
+                for resource, text in (st.get(kind) or {}).items():
+                    amount = _amount(str(resource), str(text))
+                    labels = (
+                        ns,
+                        ("resource", str(resource)),
+                        ("resourcequota", quota["metadata"]["name"]),
+                        ("type", kind),
+                    )
+                    self._ksm(t, "kube_resourcequota", labels, amount)
 
-    def _pod_plan(self, pod: Obj) -> _PodPlan:
-        """The series of one pod, resolved once per pod and node (pod specs are immutable)."""
-        name = pod["metadata"]["name"]
-        node = str(pod["spec"].get("nodeName", ""))
-        plan = self._pod_plans.get((name, node))
-        if plan is not None:
-            return plan
-        h = self.store.handle
-        ns = ("namespace", self.cluster.namespace)
+    def _pod_series(self, t: float, pod: Obj, rt: ContainerRuntime | None) -> None:
+        c = self.cluster
+        ns = ("namespace", c.namespace)
+        name = str(pod["metadata"]["name"])
         p = ("pod", name)
-        container = main_container(pod["spec"])
-        cname = ("container", str(container.get("name", "")))
-        resources: list[tuple[SimSeries, float]] = []
-        for section, metric in (
-            ("requests", "kube_pod_container_resource_requests"),
-            ("limits", "kube_pod_container_resource_limits"),
-        ):
-            values = (container.get("resources") or {}).get(section) or {}
+        uid = ("uid", str(pod["metadata"].get("uid", "")))
+        node = ("node", str(pod["spec"].get("nodeName", "")))
+        ready = bool(rt is not None and c.pod_ready(pod))
+        for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
+            self._ksm(
+                t, "kube_pod_status_ready", (("condition", condition), ns, p, uid), float(value)
+            )
+        phase = pod["status"].get("phase", "Pending")
+        for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+            self._ksm(
+                t, "kube_pod_status_phase", (ns, ("phase", ph), p, uid), 1.0 if ph == phase else 0.0
+            )
+        info = tuple(
+            (k, v)
+            for k, v in (
+                ("created_by_kind", _owner_kind(pod)),
+                ("created_by_name", _owner(pod)),
+                ("host_ip", str(pod["status"].get("hostIP", ""))),
+                ("host_network", str(bool(pod["spec"].get("hostNetwork"))).lower()),
+                ns,
+                node,
+                p,
+                ("pod_ip", str(pod["status"].get("podIP", ""))),
+                ("priority_class", str(pod["spec"].get("priorityClassName") or "")),
+                uid,
+            )
+            if v  # Prometheus stores no label with an empty value
+        )
+        self._ksm(t, "kube_pod_info", info, 1.0)
+        statuses = {s["name"]: s for s in pod["status"].get("containerStatuses") or []}
+        for container in pod["spec"].get("containers") or []:
+            cname = ("container", str(container.get("name", "")))
+            status = statuses.get(cname[1], {})
+            base = (cname, ns, p, uid)
+            self._ksm(
+                t,
+                "kube_pod_container_status_restarts_total",
+                base,
+                float(status.get("restartCount", 0)),
+            )
+            self._ksm(t, "kube_pod_container_status_ready", base, float(bool(status.get("ready"))))
+            state = status.get("state") or {}
+            self._ksm(t, "kube_pod_container_status_running", base, float("running" in state))
+            waiting = state.get("waiting")
+            if waiting and waiting.get("reason"):
+                self._ksm(
+                    t,
+                    "kube_pod_container_status_waiting_reason",
+                    (*base, ("reason", str(waiting["reason"]))),
+                    1.0,
+                )
+            last = (status.get("lastState") or {}).get("terminated")
+            if last and last.get("reason"):
+                self._ksm(
+                    t,
+                    "kube_pod_container_status_last_terminated_reason",
+                    (*base, ("reason", str(last["reason"]))),
+                    1.0,
+                )
+            self._resources(t, container, base, node, "kube_pod_container_resource")
+        for init in pod["status"].get("initContainerStatuses") or []:
+            base = (("container", str(init.get("name", ""))), ns, p, uid)
+            self._ksm(
+                t,
+                "kube_pod_init_container_status_restarts_total",
+                base,
+                float(init.get("restartCount", 0)),
+            )
+            state = init.get("state") or {}
+            self._ksm(t, "kube_pod_init_container_status_running", base, float("running" in state))
+            waiting = state.get("waiting")
+            if waiting and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+                self._ksm(
+                    t,
+                    "kube_pod_init_container_status_waiting_reason",
+                    (*base, ("reason", str(waiting["reason"]))),
+                    1.0,
+                )
+
+    def _resources(
+        self,
+        t: float,
+        container: Obj,
+        base: tuple[tuple[str, str], ...],
+        node: tuple[str, str],
+        prefix: str,
+    ) -> None:
+        resources = container.get("resources") or {}
+        for section in ("requests", "limits"):
             for resource, unit, parse in (
                 ("cpu", "core", parse_cpu),
                 ("memory", "byte", parse_memory),
             ):
-                raw = values.get(resource)
+                raw = (resources.get(section) or {}).get(resource)
                 if raw is None:
                     continue
                 try:
                     amount = parse(raw)
                 except ValueError:
                     continue
-                key = (
-                    ("__name__", metric),
-                    cname,
-                    ns,
-                    ("node", node),
-                    p,
-                    ("resource", resource),
-                    ("unit", unit),
-                )
-                resources.append((h(key), amount))
-        cadvisor = (cname, ("image", str(container.get("image", ""))), ns, p)
-        plan = _PodPlan(
-            labels=(cname, ns, p),
-            ready=[
-                h((("__name__", "kube_pod_status_ready"), ("condition", c), ns, p))
-                for c in ("true", "false", "unknown")
-            ],
-            phases=[
-                (ph, h((("__name__", "kube_pod_status_phase"), ns, ("phase", ph), p)))
-                for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown")
-            ],
-            info=h(
-                (
-                    ("__name__", "kube_pod_info"),
-                    ("created_by_kind", "ReplicaSet"),
-                    ("created_by_name", _owner(pod)),
-                    ns,
-                    ("node", node),
-                    p,
-                    ("pod_ip", str(pod["status"].get("podIP", ""))),
-                )
-            ),
-            container=[
-                h((("__name__", m), cname, ns, p))
-                for m in (
-                    "kube_pod_container_status_restarts_total",
-                    "kube_pod_container_status_ready",
-                    "kube_pod_container_status_running",
-                )
-            ],
-            resources=resources,
-            cadvisor=[
-                h((("__name__", m), *cadvisor))
-                for m in (
-                    "container_cpu_usage_seconds_total",
-                    "container_memory_working_set_bytes",
-                    "container_cpu_cfs_periods_total",
-                    "container_cpu_cfs_throttled_periods_total",
-                )
-            ],
-        )
-        self._pod_plans[(name, node)] = plan
-        return plan
+                labels = (*base, node, ("resource", resource), ("unit", unit))
+                self._ksm(t, f"{prefix}_{section}", labels, amount)
 
-    def _pod_series(self, t: float, pod: Obj, rt: ContainerRuntime | None) -> None:
-        plan = self._pod_plan(pod)
-        put = self._put
-        ready = bool(rt and rt.ready)
-        put(plan.ready[0], t, 1.0 if ready else 0.0)
-        put(plan.ready[1], t, 0.0 if ready else 1.0)
-        put(plan.ready[2], t, 0.0)
-        phase = pod["status"].get("phase", "Pending")
-        for ph, series in plan.phases:
-            put(series, t, 1.0 if ph == phase else 0.0)
-        put(plan.info, t, 1.0)
-        if rt is None:
-            return
-        put(plan.container[0], t, float(rt.restarts))
-        put(plan.container[1], t, float(ready))
-        put(plan.container[2], t, float(rt.state == "running"))
-        cname, ns, p = plan.labels
-        if rt.state == "waiting":
+    # ---- cAdvisor ---------------------------------------------------------------------------
+    def _cadvisor(self, t: float) -> None:
+        c = self.cluster
+        for pod in c.of_kind("Pod"):
+            rt = c.runtime.get(pod["metadata"]["name"])
+            if rt is None or not pod["spec"].get("nodeName") or not rt.container_ids:
+                continue
+            uid = str(pod["metadata"].get("uid", "")).replace("-", "_")
+            ns = ("namespace", c.namespace)
+            p = ("pod", str(pod["metadata"]["name"]))
+            cgroup = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice"
+            container = main_container(pod["spec"])
+            cname = str(container.get("name", ""))
+            running = rt.state == "running"
+            ws = float(round(rt.working_set if running else 0.0))
+            # The pod's own cgroup (container="" and no image) and the application container's.
+            pod_base = (("container", ""), ("id", cgroup), ("image", ""), ("name", ""), ns, p)
+            self._set(
+                (("__name__", "container_memory_working_set_bytes"), *pod_base, *KUBELET_TARGET),
+                t,
+                ws,
+            )
             self._set(
                 (
-                    ("__name__", "kube_pod_container_status_waiting_reason"),
-                    cname,
-                    ns,
-                    p,
-                    ("reason", rt.reason),
+                    ("__name__", "container_cpu_usage_seconds_total"),
+                    ("cpu", "total"),
+                    *pod_base,
+                    *KUBELET_TARGET,
                 ),
                 t,
-                1.0,
+                rt.cpu_seconds,
             )
-        if rt.last_reason:
-            self._set(
-                (
-                    ("__name__", "kube_pod_container_status_last_terminated_reason"),
-                    cname,
+            for cid, _started, ended in rt.container_ids:
+                alive = ended == 0.0
+                if not alive and t - ended > OLD_CONTAINER_SECONDS:
+                    continue
+                container_id = f"{cid:064x}"[-64:]
+                base = (
+                    ("container", cname),
+                    ("id", f"{cgroup}/cri-containerd-{container_id}.scope"),
+                    ("image", str(rt.image or container.get("image", ""))),
+                    ("name", container_id),
                     ns,
                     p,
-                    ("reason", rt.last_reason),
-                ),
-                t,
-                1.0,
-            )
-        for series, amount in plan.resources:
-            put(series, t, amount)
-        if rt.restarts == 0 and rt.state != "running":
-            return
-        cpu, memory, periods, throttled = plan.cadvisor
-        put(cpu, t, rt.cpu_seconds)
-        put(memory, t, float(round(rt.working_set if rt.state == "running" else 0.0)))
-        put(periods, t, float(int(rt.cfs_periods)))
-        put(throttled, t, float(int(rt.cfs_throttled)))
-
-    @staticmethod
-    def _put(series: SimSeries, t: float, value: float) -> None:
-        series.timestamps.append(t)
-        series.values.append(value)
+                )
+                if alive and not running:
+                    continue
+                self._set(
+                    (("__name__", "container_memory_working_set_bytes"), *base, *KUBELET_TARGET),
+                    t,
+                    ws,
+                )
+                self._set(
+                    (
+                        ("__name__", "container_cpu_usage_seconds_total"),
+                        ("cpu", "total"),
+                        *base,
+                        *KUBELET_TARGET,
+                    ),
+                    t,
+                    rt.cpu_seconds,
+                )
+                if cpu_limit_of(container) is not None:
+                    self._set(
+                        (("__name__", "container_cpu_cfs_periods_total"), *base, *KUBELET_TARGET),
+                        t,
+                        float(int(rt.cfs_periods)),
+                    )
+                    self._set(
+                        (
+                            ("__name__", "container_cpu_cfs_throttled_periods_total"),
+                            *base,
+                            *KUBELET_TARGET,
+                        ),
+                        t,
+                        float(int(rt.cfs_throttled)),
+                    )
 
     # ---- logs -------------------------------------------------------------------------------
     def _write_logs(self, t: float, dt: float, traffic: TrafficState) -> None:
@@ -534,32 +677,38 @@ class Scraper:
             if rt is None:
                 continue
             container = main_container(pod["spec"])
-            cname = str(container.get("name", ""))
-            svc = cname
-            labels = {
-                "namespace": c.namespace,
-                "pod": pname,
-                "container": cname,
-                "service_name": svc,
-                "job": f"{c.namespace}/{svc}",
-            }
-            if rt.last_finished_at > t - dt and rt.last_reason == "Error":
-                self.logs.write(labels, rt.last_finished_at, f"exec /app/{svc}: exec format error")
+            svc = _owner(pod).rsplit("-", 1)[0]
+            spec = SERVICE_BY_NAME.get(str(container.get("name", "")))
+            loki = None
+            if spec is not None and spec.instrumented:
+                loki = {
+                    "k8s_deployment_name": svc,
+                    "k8s_namespace_name": c.namespace,
+                    "k8s_pod_name": pname,
+                    "k8s_replicaset_name": _owner(pod),
+                    "service_instance_id": str(pod["metadata"].get("uid", "")),
+                    "service_name": svc,
+                    "service_namespace": SERVICE_NAMESPACE,
+                }
+            if rt.last_finished_at > t - dt and rt.crash_log:
+                self.logs.write(pname, loki, rt.last_finished_at, rt.crash_log)
+            if rt.init_log and not rt.init_done:
+                self.logs.write(pname, None, t - dt / 2, rt.init_log[-1])
             if rt.state != "running":
                 continue
             if self._started_logged.get(pname) != rt.started_at:
                 self._started_logged[pname] = rt.started_at
-                self.logs.write(labels, max(rt.started_at, t - dt), _startup_line(svc))
+                self.logs.write(pname, loki, max(rt.started_at, t - dt), _startup_line(svc))
             if not rt.ready:
                 continue
             served = [(stats.rate, name, stats) for name, stats in by_service.get(svc, [])]
             busiest = max(served, default=None)
             if busiest is not None and busiest[0] > 0:
-                self.logs.write(labels, t - dt / 2, _info_line(svc, busiest[1], busiest[2], t))
+                self.logs.write(pname, loki, t - dt / 2, _info_line(svc, busiest[1], busiest[2], t))
             for _, name, stats in served:
                 if stats.rate * dt * stats.error >= 0.5 and stats.causes:
                     _, cause = max(stats.causes)
-                    self.logs.write(labels, t - dt / 3, _error_line(svc, name, cause, t))
+                    self.logs.write(pname, loki, t - dt / 3, _error_line(svc, name, cause, t))
 
     # ---- traces -----------------------------------------------------------------------------
     def traces(
@@ -603,23 +752,66 @@ class Scraper:
 
 
 def server_span_name(service: str, operation: str) -> str:
-    """The span name a server operation is exported under (Envoy names every route ingress)."""
-    return "ingress" if service == PROXY else operation
+    """The span name a server operation is exported under (after the collector's renaming)."""
+    op = _OPS.get((service, operation))
+    return op.exported if op is not None else operation
 
 
-def client_span_name(caller: str, callee: str, operation: str) -> str:
-    """The span name of a client call (Envoy names it after the upstream cluster)."""
-    return f"router {callee} egress" if caller == PROXY else operation
+def client_span_name(caller: str, call: Call) -> str:
+    """The span name of a client call as exported."""
+    return call.span or call.operation
 
 
-def _calls_key(svc: str, name: str, kind: str, status: str) -> tuple[tuple[str, str], ...]:
-    return (
-        ("__name__", "traces_span_metrics_calls_total"),
-        ("service_name", svc),
-        ("span_kind", kind),
-        ("span_name", name),
-        ("status_code", status),
+def _span_labels(
+    target: tuple[tuple[str, str], ...], svc: str, pod: Obj, span: str, kind: str, status: str
+) -> tuple[tuple[str, str], ...]:
+    """A span-metric series' labels: the scrape's, the exporter's and the connector's."""
+    return _sorted(
+        (
+            *[(k, v) for k, v in target],
+            ("exported_instance", str(pod["metadata"].get("uid", ""))),
+            ("exported_job", f"{SERVICE_NAMESPACE}/{svc}"),
+            *SPAN_SCOPE,
+            ("service_name", svc),
+            ("span_kind", kind),
+            ("span_name", span),
+            ("status_code", status),
+        )
     )
+
+
+def _sorted(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """Labels in store order: `__name__` first, then by name."""
+    head = tuple(kv for kv in labels if kv[0] == "__name__")
+    return head + tuple(sorted(kv for kv in labels if kv[0] != "__name__"))
+
+
+def _share(n: int, parts: int, index: int) -> int:
+    return n // parts + (1 if index < n % parts else 0)
+
+
+def _le(bound: float) -> str:
+    return str(bound)
+
+
+def cpu_limit_of(container: Obj) -> float | None:
+    """A container's CPU limit in cores (None: none, so cAdvisor writes no CFS series)."""
+    raw = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
+    try:
+        return parse_cpu(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def _amount(resource: str, text: str) -> float:
+    try:
+        if resource.endswith("cpu"):
+            return parse_cpu(text)
+        if resource.endswith("memory"):
+            return parse_memory(text)
+        return float(text)
+    except ValueError:
+        return 0.0
 
 
 def _cdf_key(lat: Latency) -> tuple[float, float, float]:
@@ -640,6 +832,11 @@ def _float(text: object) -> float | None:
 def _owner(pod: Obj) -> str:
     refs = pod["metadata"].get("ownerReferences") or [{}]
     return str(refs[0].get("name", ""))
+
+
+def _owner_kind(pod: Obj) -> str:
+    refs = pod["metadata"].get("ownerReferences") or [{}]
+    return str(refs[0].get("kind", ""))
 
 
 def _iso(t: float) -> str:
@@ -834,8 +1031,10 @@ class _TraceBuilder:
         self, svc: str, call: Call, edge: EdgeStats, start: int, parent: str, instrumented: bool
     ) -> tuple[int, str]:
         """One outgoing call: its client span and the callee's subtree; (duration us, error)."""
-        name = client_span_name(svc, call.service, call.operation)
-        kind = "producer" if call.mode == "async" else "client"
+        name = client_span_name(svc, call)
+        kind = "producer" if call.service == "kafka" else "client"
+        # Flag evaluations answered from the SDK's cache export no client span.
+        instrumented = instrumented and bool(call.span)
         if self.rng.random() < edge.net_fail:
             duration = int(self._sample(edge.latency) * 1000)
             if instrumented:
@@ -856,7 +1055,7 @@ class _TraceBuilder:
         if instrumented:
             shown = cause if call.mode != "async" else ""
             self._span(svc, name, kind, start, duration + 400, parent, shown, client_id, span_slot)
-        if call.mode == "async" and call.service == "kafka":
+        if call.service == "kafka":
             self._consumers(client_id, start + duration + 1000)
         return duration, cause
 

@@ -1,9 +1,11 @@
 """The twin's request model: load flows from the load generator through the call graph.
 
-Every call is routed the way the cluster would route it: the caller's address variable names a
-Service, the Service's port maps to a targetPort, its Endpoints list ready pods, NetworkPolicies
-and Chaos Mesh objects decide whether packets pass, and the program in the reached pod decides
-whether it understands the call. Errors and latency flow back up to the caller.
+Every call is routed the way the cluster would route it: the caller's environment names a
+Service (resolved through the pod's DNS policy), the Service's port maps to a targetPort, its
+Endpoints list ready pods, NetworkPolicies and the Chaos Mesh experiments that recorded the pods
+decide whether packets pass, and the program in the reached pod decides whether it understands
+the call. Errors and latency flow back up to the caller. flagd serves the flags its pod copied
+from the ConfigMap when it started.
 """
 
 from __future__ import annotations
@@ -15,34 +17,37 @@ from fnmatch import fnmatch
 from typing import Any
 
 from itbench.core.shop import (
+    COLLECTOR_KAFKA_BROKER,
     FLAG_BY_KEY,
     FLAGD_CONFIG_KEY,
-    FLAGD_CONFIGMAP,
+    FLAGD_DEPLOYMENT,
+    FLOOD_FLAG,
     KAFKA_CONSUMERS,
     OPERATIONS,
+    POSTGRES_PASSWORD,
     PROXY,
+    PUBLISH,
     SERVICE_BY_NAME,
     VALKEY_SERVICE,
     Call,
     Operation,
-    image_program,
+    flag_value,
+    flag_variants,
     proxy_request_rates,
 )
-from itbench.environments.sim.cluster import (
-    Cluster,
-    PodDemand,
-    chaos_selects,
-    listening_ports,
-)
+from itbench.environments.sim.chaosmesh import jvm_rule_valid, parse_go_duration
+from itbench.environments.sim.cluster import Cluster, PodDemand, listening_ports
+from itbench.environments.sim.kubelet import CONFIG_VOLUME, cpu_limit, memory_limit
 from itbench.environments.sim.objects import (
     NODE_CPU_CORES,
     Obj,
-    env_value,
+    address_of,
     labels_match,
     main_container,
-    parse_cpu,
     parse_memory,
+    resolve_env,
 )
+from itbench.environments.sim.registry import image_program
 
 MiB = 2**20
 TIMEOUT_MS = 5000.0
@@ -139,6 +144,8 @@ class TrafficState:
     kafka_consumed: dict[str, float]
     flags: dict[str, str]
     load_rps: float
+    kafka_visible: bool = True
+    """Whether the collector's kafkametrics receiver reaches Kafka (the lag series exist)."""
 
 
 @dataclass
@@ -148,6 +155,8 @@ class _Route:
     delay_ms: float
     timeout: bool
     callee_ok: float
+    tampered: float = 0.0
+    """Share of the requests that reach the callee with a body an HTTPChaos changed."""
 
 
 class TrafficModel:
@@ -162,10 +171,25 @@ class TrafficModel:
         self._route_signature: tuple[object, ...] = ()
 
     # ---- views ------------------------------------------------------------------------------
+    def served_config(self) -> str:
+        """The demo.flagd.json text flagd serves: the copy its newest ready pod made at start."""
+        c = self.cluster
+        newest: tuple[float, str] | None = None
+        for pod in c.of_kind("Pod"):
+            if _deployment_of(pod) != FLAGD_DEPLOYMENT:
+                continue
+            rt = c.runtime.get(pod["metadata"]["name"])
+            if rt is None or not rt.ready:
+                continue
+            text = rt.files.get((CONFIG_VOLUME, FLAGD_CONFIG_KEY))
+            if text is not None and (newest is None or rt.started_at > newest[0]):
+                newest = (rt.started_at, text)
+        return newest[1] if newest is not None else ""
+
     def configured_flags(self) -> dict[str, str]:
-        """Every flag of flagd-config and the variant flagd serves (see `served_variant`)."""
-        cm = self.cluster.get("ConfigMap", FLAGD_CONFIGMAP)
-        text = str(((cm or {}).get("data") or {}).get(FLAGD_CONFIG_KEY, ""))
+        """Every enabled flag flagd serves and the variant it serves (see `served_variant`;
+        empty while flagd is down)."""
+        text = self.served_config()
         if self._flag_cache[0] == text:
             return dict(self._flag_cache[1])
         flags: dict[str, str] = {}
@@ -179,12 +203,21 @@ class TrafficModel:
         self._flag_cache = (text, flags)
         return dict(flags)
 
+    def flag_values(self) -> dict[str, float]:
+        """Numeric value of each served flag that the shop's programs evaluate."""
+        variants = flag_variants(self.served_config())
+        return {
+            k: flag_value(variants.get(k, {}), v)
+            for k, v in self.configured_flags().items()
+            if k in FLAG_BY_KEY
+        }
+
     def _pods_by_service(self) -> dict[str, list[Obj]]:
         out: dict[str, list[Obj]] = {}
         for pod in self.cluster.of_kind("Pod"):
-            name = (pod["metadata"].get("labels") or {}).get("opentelemetry.io/name", "")
             owner = _deployment_of(pod)
-            out.setdefault(owner or name, []).append(pod)
+            if owner:
+                out.setdefault(owner, []).append(pod)
         return out
 
     # ---- one interval -----------------------------------------------------------------------
@@ -196,26 +229,23 @@ class TrafficModel:
         """
         c = self.cluster
         pods_by_svc = self._pods_by_service()
-        ready = {
-            svc: [
-                p
-                for p in pods
-                if c.runtime.get(p["metadata"]["name"]) and c.runtime[p["metadata"]["name"]].ready
-            ]
-            for svc, pods in pods_by_svc.items()
-        }
-        flagd_up = bool(ready.get("flagd"))
-        flags = self.configured_flags() if flagd_up else {}
-        values = {k: FLAG_BY_KEY[k].value(v) for k, v in flags.items() if k in FLAG_BY_KEY}
+        ready = {svc: [p for p in pods if c.pod_ready(p)] for svc, pods in pods_by_svc.items()}
+        flags = self.configured_flags()
+        values = self.flag_values()
         chaos = {kind: c.of_kind(kind) for kind in _CHAOS_KINDS}
         policies = c.of_kind("NetworkPolicy")
+        active = tuple(
+            o["metadata"]["name"] for kind in _CHAOS_KINDS for o in chaos[kind] if c.chaos.active(o)
+        )
 
         # Routes: for every (caller op, call) how the network treats it. They depend only on
-        # objects, pod readiness and flags, so they are reused until one of those changes.
+        # objects, pod readiness, flags and the experiments acting, so they are reused until one
+        # of those changes.
         signature = (
             c.generation,
             tuple(sorted(p["metadata"]["name"] for pods in ready.values() for p in pods)),
             tuple(sorted(values.items())),
+            active,
         )
         if signature != self._route_signature:
             self._routes = {}
@@ -228,13 +258,14 @@ class TrafficModel:
             self._routes[("load-generator", PROXY, 0)] = self._entry_route(ready, policies, chaos)
             for n, consumer in enumerate(KAFKA_CONSUMERS):
                 self._routes[(consumer.service, "kafka", n)] = self._route(
-                    consumer.service,
-                    Call("kafka", "orders publish", 1, "KAFKA_ADDR", "kafka"),
-                    ready,
-                    values,
-                    chaos,
-                    policies,
+                    consumer.service, _KAFKA_FETCH, ready, values, chaos, policies
                 )
+            self._routes[("load-generator", "flagd", 0)] = self._route(
+                "load-generator", _OFREP, ready, values, chaos, policies
+            )
+            self._routes[("otel-collector", "kafka", 0)] = self._route(
+                "otel-collector", _KAFKA_SCRAPE, ready, values, chaos, policies
+            )
             self._route_signature = signature
         routes = self._routes
         load_route = routes[("load-generator", PROXY, 0)]
@@ -242,10 +273,14 @@ class TrafficModel:
         load_ready = bool(ready.get("load-generator"))
         load_rps = 0.0
         if load_ready:
-            for path, rps in proxy_request_rates(_effect_value(values, "flood")).items():
+            # Each flood run asks flagd (over OFREP) how often to load the homepage.
+            ofrep = routes[("load-generator", "flagd", 0)]
+            flood = values.get(FLOOD_FLAG, 0.0) * (1 - ofrep.fail)
+            for path, rps in proxy_request_rates(flood).items():
                 load_rps += rps
                 rates[(PROXY, path)] += rps * (1 - load_route.fail)
         edges: dict[tuple[str, str, str, str], EdgeStats] = {}
+        bad_in: dict[OpKey, float] = {}
         for key in _CALLERS_FIRST:
             op = _OPS[key]
             r = rates[key]
@@ -263,11 +298,14 @@ class TrafficModel:
                 )
                 target = (call.service, call.operation)
                 if target in rates:
-                    rates[target] += made * (1 - route.fail) * route.callee_ok
+                    reaching = made * (1 - route.fail) * route.callee_ok
+                    rates[target] += reaching
+                    if route.tampered > 0:
+                        bad_in[target] = bad_in.get(target, 0.0) + reaching * route.tampered
 
         # Kafka: orders produced by successful checkouts, consumed by each group.
         place_order = ("checkout", "oteldemo.CheckoutService/PlaceOrder")
-        produce_edge = edges.get((*place_order, "kafka", "orders publish"))
+        produce_edge = edges.get((*place_order, "kafka", PUBLISH))
         kafka_extra = _effect_value(values, "kafka")
         produced = 0.0
         if produce_edge is not None:
@@ -275,9 +313,18 @@ class TrafficModel:
         consumed: dict[str, float] = {}
         for n, consumer in enumerate(KAFKA_CONSUMERS):
             route = routes[(consumer.service, "kafka", n)]
-            replicas = len(ready.get(consumer.service, []))
-            slowdown = 200.0 if kafka_extra > 0 else 1.0
-            capacity = replicas * consumer.capacity_per_replica / slowdown * (1 - route.fail)
+            # Only pods that run the consumer's program consume (not a pause image).
+            replicas = sum(
+                1
+                for p in ready.get(consumer.service, [])
+                if image_program(str(main_container(p["spec"]).get("image", "")))
+                == consumer.service
+            )
+            per_replica = consumer.capacity_per_replica
+            if kafka_extra > 0 and consumer.flag_delay_seconds > 0:
+                # The consumer sleeps this long per record while kafkaQueueProblems is on.
+                per_replica = 1.0 / consumer.flag_delay_seconds
+            capacity = replicas * per_replica * (1 - route.fail)
             backlog = self.kafka_lag[consumer.group]
             took = min(capacity, produced + backlog / dt)
             self.kafka_lag[consumer.group] = max(0.0, backlog + (produced - took) * dt)
@@ -298,11 +345,13 @@ class TrafficModel:
             for pod in pods:
                 pname = pod["metadata"]["name"]
                 container = main_container(pod["spec"])
-                labels = pod["metadata"].get("labels") or {}
-                burn = _stress_cpu(chaos["StressChaos"], labels, c.namespace)
+                stress = c.chaos.acting("StressChaos", pname)
+                burn = _stress_cpu(stress)
                 flag_cpu, leak, ms_per_mib = _flag_resources(svc, values, rates)
                 burn += flag_cpu
-                extra_mem = _stress_memory(chaos["StressChaos"], labels, c.namespace, container)
+                extra_mem = _stress_memory(stress, container)
+                base = float(spec.working_set_mi * MiB) if spec else 0.0
+                extra_mem += _jvm_heap(c.chaos.acting("JVMChaos", pname), container, base)
                 app = (spec.idle_cpu_m / 1000.0 if spec else 0.001) + (
                     op_cpu / n if pod in serving else 0.0
                 )
@@ -310,7 +359,7 @@ class TrafficModel:
                 leaked = rt.leaked if rt is not None else 0.0
                 demand[pname] = PodDemand(app + burn, leak, extra_mem)
                 if pod in serving:
-                    limit = _cpu_limit(container)
+                    limit = cpu_limit(container)
                     cap = (limit if limit is not None else float(NODE_CPU_CORES)) / (1.0 + burn)
                     rho = app / cap if cap > 0 else math.inf
                     cache_ms = leaked / MiB * ms_per_mib
@@ -326,7 +375,10 @@ class TrafficModel:
         ops: dict[OpKey, OpStats] = {}
         for key in _CALLEES_FIRST:
             op = _OPS[key]
-            ops[key] = self._serve(op, rates[key], speed, values, ready, chaos, routes, ops, edges)
+            ops[key] = self._serve(op, rates[key], speed, values, ready, routes, ops, edges)
+            if bad_in.get(key):
+                ops[key] = _with_bad_requests(ops[key], bad_in[key])
+        scrape = routes[("otel-collector", "kafka", 0)]
         return TrafficState(
             ops=ops,
             edges=edges,
@@ -335,6 +387,7 @@ class TrafficModel:
             kafka_consumed=consumed,
             flags=flags,
             load_rps=load_rps if load_ready else 0.0,
+            kafka_visible=bool(ready.get("otel-collector")) and scrape.fail < 1.0,
         )
 
     def _serve(
@@ -344,7 +397,6 @@ class TrafficModel:
         speed: dict[str, tuple[float, float, float]],
         values: dict[str, float],
         ready: dict[str, list[Obj]],
-        chaos: dict[str, list[Obj]],
         routes: dict[tuple[str, str, int], _Route],
         ops: dict[OpKey, OpStats],
         edges: dict[tuple[str, str, str, str], EdgeStats],
@@ -383,7 +435,7 @@ class TrafficModel:
                 latency.tail,
                 latency.tail_ms + extra_ms if latency.tail else 0.0,
             )
-        jvm = _jvm_effect(chaos["JVMChaos"], ready.get(svc, []), self.cluster.namespace)
+        jvm = _jvm_effect(self.cluster, ready.get(svc, []))
         if jvm is not None:
             share, message, add_ms = jvm
             if share > 0:
@@ -430,14 +482,7 @@ class TrafficModel:
     def _entry_route(
         self, ready: dict[str, list[Obj]], policies: list[Obj], chaos: dict[str, list[Obj]]
     ) -> _Route:
-        return self._route(
-            "load-generator",
-            Call(PROXY, "GET /", 1, "LOCUST_HOST", "http"),
-            ready,
-            {},
-            chaos,
-            policies,
-        )
+        return self._route("load-generator", _LOCUST, ready, {}, chaos, policies)
 
     def _route(
         self,
@@ -471,38 +516,29 @@ class TrafficModel:
             d = c.get("Deployment", caller)
             if d is None:
                 return _Route(1.0, "caller has no pods", 0.0, False, 1.0)
+            template = d["spec"].get("template") or {}
             callers = [
                 {
                     "metadata": {
-                        "labels": (d["spec"].get("template") or {})
-                        .get("metadata", {})
-                        .get("labels")
-                        or {}
+                        "name": "",
+                        "labels": (template.get("metadata") or {}).get("labels") or {},
                     },
-                    "spec": (d["spec"].get("template") or {}).get("spec") or {},
+                    "spec": template.get("spec") or {},
+                    "status": {},
                 }
             ]
-        slow_route = 0.0
-        for flag, value in values.items():
-            definition = FLAG_BY_KEY[flag]
-            if (
-                value > 0
-                and definition.effect == "slow-route"
-                and definition.caller == caller
-                and definition.service == call.service
-            ):
-                slow_route = value
         fails = 0.0
         delays = 0.0
         callee_ok = 0.0
+        tampered = 0.0
         timeout = False
         reasons: list[str] = []
         for pod in callers:
-            container = main_container(pod["spec"])
-            f, reason, delay, to, ok = self._route_from(pod, container, call, chaos, policies)
+            f, reason, delay, to, ok, bad = self._route_from(pod, call, chaos, policies)
             fails += f
             delays += delay
             callee_ok += ok
+            tampered += bad
             timeout = timeout or to
             if reason:
                 reasons.append(reason)
@@ -510,34 +546,51 @@ class TrafficModel:
         return _Route(
             fails / n,
             reasons[0] if reasons else "",
-            delays / n + slow_route,
+            delays / n,
             timeout,
             callee_ok / n,
+            tampered / n,
         )
 
     def _route_from(
         self,
         pod: Obj,
-        container: Obj,
         call: Call,
         chaos: dict[str, list[Obj]],
         policies: list[Obj],
-    ) -> tuple[float, str, float, bool, float]:
-        """(fail share, reason, added delay ms, dropped packets?, share the callee understands)."""
+    ) -> tuple[float, str, float, bool, float, float]:
+        """(fail share, reason, added delay ms, dropped packets?, share the callee understands,
+        share of the reached requests an HTTPChaos tampered with)."""
         c = self.cluster
-        host, port, password = _address(container, call)
+        env = c.environment(pod) if pod["metadata"].get("name") else {}
+        if not env:
+            env = resolve_env(main_container(pod["spec"]), c.lookup)
+        env = {**env, "KAFKA_BROKER": COLLECTOR_KAFKA_BROKER}
+        if call is _OFREP:
+            env = {**env, "FLAGD_PORT": env.get("FLAGD_OFREP_PORT", "")}
+        host, port, password = address_of(env, call.address_env, call.protocol)
         if host is None:
-            return 1.0, f"{call.address_env} is not set", 0.0, False, 1.0
+            return 1.0, f"{call.address_env} is not set", 0.0, False, 1.0, 0.0
         svc_name = _service_name(host, c.namespace)
+        if (pod.get("spec") or {}).get("dnsPolicy") == "Default" and not _is_ip(host):
+            # The node's resolver knows no cluster Service names.
+            return (
+                1.0,
+                f"dial tcp: lookup {host} on 172.18.0.1:53: no such host",
+                0.0,
+                False,
+                1.0,
+                0.0,
+            )
         svc = c.get("Service", svc_name) if svc_name else None
         if svc is None:
-            return 1.0, f"dial tcp: lookup {host}: no such host", 0.0, False, 1.0
+            return 1.0, f"dial tcp: lookup {host}: no such host", 0.0, False, 1.0, 0.0
         target = None
         for sp in (svc.get("spec") or {}).get("ports") or []:
             if int(sp.get("port", 0)) == port:
                 target = sp.get("targetPort", sp.get("port"))
         if target is None:
-            return 1.0, f"dial tcp {host}:{port}: connect: connection refused", 0.0, False, 1.0
+            return 1.0, f"dial tcp {host}:{port}: connect: connection refused", 0.0, False, 1.0, 0.0
         ep = c.get("Endpoints", svc.get("metadata", {}).get("name", "")) or {}
         endpoints = [
             a["targetRef"]["name"]
@@ -552,11 +605,14 @@ class TrafficModel:
                 0.0,
                 False,
                 1.0,
+                0.0,
             )
+        src_name = str(pod["metadata"].get("name", ""))
         src_labels = pod["metadata"].get("labels") or {}
         fail = 0.0
         delay = 0.0
         understood = 0.0
+        bad = 0.0
         timeout = False
         reason = ""
         for name in endpoints:
@@ -579,9 +635,7 @@ class TrafficModel:
                 timeout = True
                 reason = f"dial tcp {host}:{port}: i/o timeout"
                 continue
-            blocked, add = _network_chaos(
-                chaos["NetworkChaos"], src_labels, dst_labels, c.namespace
-            )
+            blocked, add = self._network_chaos(src_name, name)
             if blocked:
                 fail += 1
                 timeout = True
@@ -589,21 +643,27 @@ class TrafficModel:
                 continue
             delay += add
             if call.service == VALKEY_SERVICE:
-                required = _required_password(dst_container)
+                required = _required_password(dst_container, c.environment(dst))
                 if required is not None and required != password:
                     fail += 1
                     reason = (
                         "NOAUTH Authentication required. (StackExchange.Redis.RedisServerException)"
                     )
                     continue
-            http_fail, http_reason, http_delay = _http_chaos(
-                chaos["HTTPChaos"], dst_labels, c.namespace, number, call
+            if call.protocol == "postgres" and password != POSTGRES_PASSWORD:
+                fail += 1
+                reason = 'FATAL: password authentication failed for user "otelu"'
+                continue
+            http_fail, http_reason, http_delay, http_bad = _http_chaos(
+                c.chaos.acting("HTTPChaos", name), number, call
             )
             delay += http_delay
             if http_fail:
                 fail += 1
                 reason = http_reason
                 continue
+            if http_bad:
+                bad += 1
             program = image_program(image)
             if program == call.service:
                 understood += 1
@@ -612,14 +672,58 @@ class TrafficModel:
                     "rpc error: code = Unimplemented desc = unknown service or method "
                     f"{call.operation} (served by {program or image})"
                 )
-                understood += 0
         n = len(endpoints)
         reached = n - fail
         ok_share = understood / reached if reached > 0 else 1.0
-        return fail / n, reason, delay / n, timeout, ok_share
+        bad_share = bad / reached if reached > 0 else 0.0
+        return fail / n, reason, delay / n, timeout, ok_share, bad_share
+
+    def _network_chaos(self, src: str, dst: str) -> tuple[bool, float]:
+        """Whether the experiments acting on either pod drop the packets, and the delay they add."""
+        chaos = self.cluster.chaos
+        delay = 0.0
+        for o in self.cluster.of_kind("NetworkChaos"):
+            if not chaos.active(o):
+                continue
+            spec = o.get("spec") or {}
+            action = spec.get("action")
+            direction = spec.get("direction", "to")
+            src_in, dst_in = chaos.targets(o, src), chaos.targets(o, dst)
+            has_target = isinstance(spec.get("target"), dict)
+            src_t = chaos.targets(o, src, ".Target")
+            dst_t = chaos.targets(o, dst, ".Target")
+            if has_target:
+                # Traffic between the recorded pods and the recorded targets, in its direction.
+                outgoing = src_in and dst_t and direction in ("to", "both")
+                incoming = dst_in and src_t and direction in ("from", "both")
+                # A dropped reply breaks the connection as well.
+                replies = (dst_in and src_t and direction == "to") or (
+                    src_in and dst_t and direction == "from"
+                )
+                hit = outgoing or incoming or replies
+            else:
+                hit = src_in or dst_in
+            if not hit:
+                continue
+            if action == "partition":
+                return True, 0.0
+            if action == "loss":
+                loss = _percent((spec.get("loss") or {}).get("loss", "0"))
+                if loss >= 100.0:
+                    return True, 0.0
+                # Retransmissions: each lost segment costs a retransmission timeout.
+                delay += loss / 100.0 * 1000.0
+            elif action == "delay":
+                delay += _duration_ms(str((spec.get("delay") or {}).get("latency", "0ms")))
+        return False, delay
 
 
 # ---- helpers -----------------------------------------------------------------------------------
+
+_LOCUST = Call(PROXY, "GET /", 1, "LOCUST_HOST", "http")
+_KAFKA_FETCH = Call("kafka", PUBLISH, 1, "KAFKA_ADDR", "kafka")
+_KAFKA_SCRAPE = Call("kafka", PUBLISH, 1, "KAFKA_BROKER", "kafka")
+_OFREP = Call("flagd", "ofrep", 1, "FLAGD_HOST", "flagd")
 
 
 def _deployment_of(pod: Obj) -> str:
@@ -630,31 +734,16 @@ def _deployment_of(pod: Obj) -> str:
     return ""
 
 
-def _address(container: Obj, call: Call) -> tuple[str | None, int, str | None]:
-    env = call.address_env
-    raw = env_value(container, env)
-    if raw is None:
-        return None, 0, None
-    if call.protocol == "flagd":
-        port_text = env_value(container, "FLAGD_PORT") or "8013"
-        return raw, int(port_text) if port_text.isdigit() else 0, None
-    if env.endswith("_HOST"):
-        port_var = env_value(container, env[: -len("_HOST")] + "_PORT")
-        if port_var is not None:
-            return raw, int(port_var) if port_var.isdigit() else 0, None
-    text = raw
-    password = None
-    if "," in text:
-        text, *options = text.split(",")
-        for option in options:
-            key, _, value = option.partition("=")
-            if key.strip() == "password":
-                password = value.strip()
-    text = text.split("://", 1)[-1].split("/", 1)[0]
-    host, _, port_text = text.rpartition(":")
-    if not host:
-        host, port_text = port_text, "80"
-    return host, int(port_text) if port_text.isdigit() else 0, password
+def _is_ip(host: str) -> bool:
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() for p in parts)
+
+
+def _percent(value: object) -> float:
+    try:
+        return float(str(value).rstrip("%") or 0)
+    except ValueError:
+        return 0.0
 
 
 def _service_name(host: str, namespace: str) -> str | None:
@@ -743,77 +832,59 @@ def _port_matches(spec: Obj, port: int) -> bool:
     return low <= port <= high
 
 
-def _network_chaos(
-    objs: list[Obj], src: dict[str, str], dst: dict[str, str], ns: str
-) -> tuple[bool, float]:
-    delay = 0.0
-    for o in objs:
-        spec = o.get("spec") or {}
-        action = spec.get("action")
-        src_in = chaos_selects(o, src, ns)
-        dst_in = chaos_selects(o, dst, ns)
-        target = spec.get("target")
-        target_src = target is None or chaos_selects({"spec": target}, src, ns)
-        target_dst = target is None or chaos_selects({"spec": target}, dst, ns)
-        direction = spec.get("direction", "to")
-        if action == "partition":
-            forward = src_in and target_dst and direction in ("to", "both")
-            backward = dst_in and target_src and direction in ("to", "both", "from")
-            reverse = src_in and target_dst and direction == "from"
-            if forward or backward or reverse:
-                return True, 0.0
-        elif action == "delay" and (src_in or dst_in):
-            delay += _duration_ms(str((spec.get("delay") or {}).get("latency", "0ms")))
-        elif action == "loss" and (src_in or dst_in):
-            loss = float(str((spec.get("loss") or {}).get("loss", "0")).rstrip("%") or 0)
-            delay += loss / 100.0 * 200.0
-    return False, delay
-
-
 def _duration_ms(text: str) -> float:
-    units = (("ms", 1.0), ("us", 0.001), ("s", 1000.0), ("m", 60000.0))
-    for suffix, scale in units:
-        if text.endswith(suffix):
-            try:
-                return float(text[: -len(suffix)]) * scale
-            except ValueError:
-                return 0.0
+    seconds = parse_go_duration(text)
+    if seconds is not None:
+        return seconds * 1000.0
     try:
         return float(text)
     except ValueError:
         return 0.0
 
 
-def _http_chaos(
-    objs: list[Obj], dst: dict[str, str], ns: str, port: int, call: Call
-) -> tuple[bool, str, float]:
+def _http_chaos(objs: list[Obj], port: int, call: Call) -> tuple[bool, str, float, bool]:
+    """(aborted, reason, added delay ms, body tampered) of the HTTPChaos acting on a callee."""
     if call.protocol != "http":
-        return False, "", 0.0
-    path = call.operation.split(" ", 1)[-1]
+        return False, "", 0.0, False
+    method, _, path = call.operation.partition(" ")
     for o in objs:
         spec = o.get("spec") or {}
-        if not chaos_selects(o, dst, ns) or int(spec.get("port", 0)) != port:
+        if int(spec.get("port", 0)) != port:
             continue
         if spec.get("target", "Request") != "Request" or not fnmatch(
             path, str(spec.get("path", "*"))
         ):
             continue
+        if spec.get("method") and str(spec["method"]).upper() != method:
+            continue
         if spec.get("abort"):
             return (
                 True,
-                f"{call.operation.split(' ')[0]} http://{call.service}:{port}{path}: EOF "
-                "(connection aborted)",
+                f"{method} http://{call.service}:{port}{path}: EOF (connection aborted)",
                 0.0,
+                False,
             )
         if spec.get("replace") or spec.get("patch"):
-            return True, f"HTTP 400 Bad Request from {call.service}: malformed request body", 0.0
+            # The request reaches the server with a body it cannot handle.
+            return False, "", 0.0, True
         if spec.get("delay"):
-            return False, "", _duration_ms(str(spec.get("delay")))
-    return False, "", 0.0
+            return False, "", _duration_ms(str(spec.get("delay"))), False
+    return False, "", 0.0, False
 
 
-def _jvm_effect(objs: list[Obj], pods: list[Obj], ns: str) -> tuple[float, str, float] | None:
-    if not pods or not objs:
+def _with_bad_requests(stats: OpStats, bad_rate: float) -> OpStats:
+    """An operation's stats when part of its requests arrive with a tampered body (it fails
+    them)."""
+    if stats.rate <= 0:
+        return stats
+    share = min(1.0, bad_rate / stats.rate)
+    error = 1 - (1 - stats.error) * (1 - share)
+    causes = [*stats.causes, (share, "failed to parse the request body (unexpected token)")]
+    return OpStats(rate=stats.rate, error=error, latency=stats.latency, causes=causes)
+
+
+def _jvm_effect(cluster: Cluster, pods: list[Obj]) -> tuple[float, str, float] | None:
+    if not pods:
         return None
     hit = 0
     message = ""
@@ -823,48 +894,64 @@ def _jvm_effect(objs: list[Obj], pods: list[Obj], ns: str) -> tuple[float, str, 
         spec_obj = SERVICE_BY_NAME.get(program or "")
         if spec_obj is None or not spec_obj.jvm:
             continue
-        labels = pod["metadata"].get("labels") or {}
-        for o in objs:
+        for o in cluster.chaos.acting("JVMChaos", pod["metadata"]["name"]):
             spec = o.get("spec") or {}
-            if not chaos_selects(o, labels, ns):
-                continue
             action = spec.get("action")
             where = f"{spec.get('class', '')}.{spec.get('method', '')}"
+            if not jvm_rule_valid(spec, spec_obj.name):
+                continue
             if action == "return":
                 hit += 1
                 message = (
-                    f"java.lang.NullPointerException: {where} returned {spec.get('value', 'null')}"
+                    f"java.lang.NullPointerException: Cannot invoke a method because "
+                    f'"{where}()" returned {spec.get("returnValue")}'
                 )
                 break
             if action == "exception":
                 hit += 1
                 message = f"{spec.get('exception', 'java.io.IOException')} thrown in {where}"
                 break
+            if action == "stress" and spec.get("memType"):
+                hit += 1
+                message = "java.lang.OutOfMemoryError: Java heap space"
+                add_ms = max(add_ms, 1500.0)
+                break
             if action == "latency":
                 add_ms = max(add_ms, float(spec.get("latency", 0)))
     return hit / len(pods), message, add_ms
 
 
-def _stress_cpu(objs: list[Obj], labels: dict[str, str], ns: str) -> float:
+def _jvm_heap(objs: list[Obj], container: Obj, base: float) -> float:
+    """Memory a JVMChaos heap stress fills: the heap up to its maximum, which the JVM sizes below
+    the container's limit (so the JVM, not the kernel, runs out of memory)."""
+    total = 0.0
+    for o in objs:
+        spec = o.get("spec") or {}
+        if spec.get("action") == "stress" and spec.get("memType") == "heap":
+            limit = memory_limit(container) or 0.0
+            total = max(total, 0.95 * limit - base)
+    return max(total, 0.0)
+
+
+def _stress_cpu(objs: list[Obj]) -> float:
     total = 0.0
     for o in objs:
         cpu = ((o.get("spec") or {}).get("stressors") or {}).get("cpu")
-        if cpu and chaos_selects(o, labels, ns):
+        if cpu:
             total += float(cpu.get("workers", 1)) * float(cpu.get("load", 100)) / 100.0
     return total
 
 
-def _stress_memory(objs: list[Obj], labels: dict[str, str], ns: str, container: Obj) -> float:
+def _stress_memory(objs: list[Obj], container: Obj) -> float:
     total = 0.0
     for o in objs:
         mem = ((o.get("spec") or {}).get("stressors") or {}).get("memory")
-        if not mem or not chaos_selects(o, labels, ns):
+        if not mem:
             continue
         size = str(mem.get("size", "0"))
         workers = float(mem.get("workers", 1))
         if size.endswith("%"):
-            limit_text = ((container.get("resources") or {}).get("limits") or {}).get("memory")
-            limit = parse_memory(limit_text) if limit_text else 0.0
+            limit = memory_limit(container) or 0.0
             total += workers * limit * float(size[:-1]) / 100.0
         else:
             try:
@@ -904,20 +991,15 @@ def _effect_value(values: dict[str, float], effect: str) -> float:
     return max((v for k, v in values.items() if FLAG_BY_KEY[k].effect == effect), default=0.0)
 
 
-def _required_password(container: Obj) -> str | None:
-    args = [str(a) for a in (container.get("args") or []) + (container.get("command") or [])]
+def _required_password(container: Obj, env: dict[str, str]) -> str | None:
+    args = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
     for i, arg in enumerate(args):
         if arg == "--requirepass" and i + 1 < len(args):
-            return args[i + 1]
+            value = args[i + 1]
+            for name, text in env.items():
+                value = value.replace(f"$({name})", text)
+            return value
     return None
-
-
-def _cpu_limit(container: Obj) -> float | None:
-    raw = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
-    try:
-        return parse_cpu(raw) if raw is not None else None
-    except ValueError:
-        return None
 
 
 def _overload_message(svc: str) -> str:
@@ -928,8 +1010,7 @@ def _flag_message(flag: str, svc: str, op: str) -> str:
     messages = {
         "cartFailure": "Can't access cart storage. System.ApplicationException: Wasn't able to "
         "connect to redis",
-        "adFailure": "io.grpc.StatusRuntimeException: UNAVAILABLE: Ad service failure "
-        "(feature flag adFailure)",
+        "adFailure": "io.grpc.StatusRuntimeException: UNAVAILABLE",
         "productCatalogFailure": "rpc error: code = Internal desc = Error: Product Catalog Fail "
         "Feature Flag Enabled",
         "paymentFailure": "Payment request failed. Invalid token. app.loyalty.level=gold",

@@ -29,6 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
+from itbench.environments.sim.objects import MergePatchError
 from itbench.environments.sim.objects import merge_patch as strategic_merge_patch
 
 Json = dict[str, Any]
@@ -93,6 +94,25 @@ BUILTINS = (
     # The application's kinds, for the live-cluster fault playbooks (no controllers run here).
     ResourceType("", "v1", "services", "Service", True, "service", ("svc",), True),
     ResourceType("apps", "v1", "deployments", "Deployment", True, "deployment", ("deploy",), True),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, "daemonset", ("ds",), True),
+    ResourceType("", "v1", "nodes", "Node", False, "node", ("no",), True),
+    ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, "resourcequota", ("quota",)),
+    ResourceType(
+        "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, "persistentvolumeclaim"
+    ),
+    ResourceType(
+        "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, "priorityclass"
+    ),
+    ResourceType(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        True,
+        "horizontalpodautoscaler",
+        ("hpa",),
+        True,
+    ),
     ResourceType(
         "networking.k8s.io",
         "v1",
@@ -716,9 +736,15 @@ class LoopbackApi:
                             "types include: application/json-patch+json, "
                             "application/merge-patch+json, application/apply-patch+yaml",
                         )
-                    # Named lists (containers, env, ports, volumes) merge item by item, as the
-                    # API server's strategic merge does for built-in kinds.
-                    patched = strategic_merge_patch(current, body, strategic=True)
+                    # Lists with a patch merge key merge item by item, by the key kube-apiserver
+                    # uses for that kind and path (containers by name, Service ports by port);
+                    # an element without its key is refused as kube-apiserver refuses it.
+                    try:
+                        patched = strategic_merge_patch(
+                            current, body, strategic=True, kind=target.rtype.kind
+                        )
+                    except MergePatchError as exc:
+                        raise ApiError(500, "", str(exc)) from None
                     patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
                         "resourceVersion"
                     ]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +42,8 @@ from itbench.environments.kube.faults import (
     restorable,
 )
 from itbench.environments.port import EnvironmentFailure
-from itbench.environments.sim.objects import baseline_objects
+from itbench.environments.sim.objects import baseline_objects, merge_patch
+from itbench.stack import pins, snapshot
 
 NS = "otel-demo"
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,9 +56,12 @@ MISSING = ObjectChange(
     body={"spec": {"replicas": 0}},
 )
 """A patch of a Deployment that does not exist."""
-ANSIBLE_WHEEL = "ansible==12.3.0"
+ANSIBLE_WHEEL = str(pins()["ansible"]["wheel"])
 ANSIBLE_WHEEL_SHA256 = "cd156f82fa87f7a899212b0efa9f7ca3a24d609212de9f78428a572eb01e5414"
-COLLECTIONS = Path.home() / ".cache" / "itbench" / "tools" / "ansible-12.3.0-collections"
+"""The digest of the pinned wheel (PyPI's); a new pin needs its digest here."""
+COLLECTIONS = (
+    Path.home() / ".cache" / "itbench" / "tools" / f"{ANSIBLE_WHEEL.replace('==', '-')}-collections"
+)
 K8S_MODULE = COLLECTIONS / "ansible_collections" / "kubernetes" / "core" / "plugins" / "modules"
 
 
@@ -92,16 +98,106 @@ def collections_path() -> str:
     return str(COLLECTIONS)
 
 
+LOADED = ("Namespace", "Node", "Deployment", "Service", "ConfigMap", "HorizontalPodAutoscaler")
+
+
+def chaos_crds() -> list[dict[str, Any]]:
+    """The Chaos Mesh CRDs of the pinned chart (their schemas from the upstream snapshot)."""
+    out = []
+    for kind, facts in snapshot("chaos-mesh.yaml")["kinds"].items():
+        out.append(
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{facts['plural']}.{facts['group']}"},
+                "spec": {
+                    "group": facts["group"],
+                    "scope": facts["scope"],
+                    "names": {"plural": facts["plural"], "kind": kind},
+                    "versions": [
+                        {
+                            "name": facts["version"],
+                            "served": True,
+                            "storage": True,
+                            "schema": {"openAPIV3Schema": facts["schema"]},
+                            "subresources": {"status": {}},
+                        }
+                    ],
+                },
+            }
+        )
+    return out
+
+
+class Controllers:
+    """Stand-ins for the controllers the loopback API does not run: each Deployment rollout
+    completes, and (when on) Chaos Mesh reports each experiment AllInjected."""
+
+    def __init__(self, server: LoopbackApi, kubeconfig: Path) -> None:
+        client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        self.apps = kubernetes.client.AppsV1Api(client)
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.server = server
+        self.chaos = True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Controllers:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _loop(self) -> None:
+        crds = chaos_crds()
+        while not self._stop.wait(0.5):
+            for d in self.server.objects("apps", "deployments", NS):
+                generation = d["metadata"].get("generation", 1)
+                if (d.get("status") or {}).get("observedGeneration") == generation:
+                    continue
+                replicas = d["spec"].get("replicas", 1)
+                status = {
+                    "observedGeneration": generation,
+                    "replicas": replicas,
+                    "updatedReplicas": replicas,
+                    "readyReplicas": replicas,
+                    "availableReplicas": replicas,
+                }
+                self.apps.patch_namespaced_deployment_status(
+                    d["metadata"]["name"], NS, {"status": status}
+                )
+            if not self.chaos:
+                continue
+            for crd in crds:
+                group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+                for obj in self.server.objects(group, plural, NS):
+                    if (obj.get("status") or {}).get("conditions"):
+                        continue
+                    conditions = [{"type": "AllInjected", "status": "True"}]
+                    self.custom.patch_namespaced_custom_object_status(
+                        group,
+                        "v1alpha1",
+                        NS,
+                        plural,
+                        obj["metadata"]["name"],
+                        {"status": {"conditions": conditions}},
+                    )
+
+
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[LoopbackApi, Path]]:
-    """A Kubernetes API holding the Astronomy Shop's Deployments, Services and ConfigMaps."""
+    """A Kubernetes API holding the pinned chart's objects (and the Chaos Mesh CRDs)."""
     server = LoopbackApi()
     server.start()
     kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
     client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
     dynamic = kubernetes.dynamic.DynamicClient(client)
+    for crd in chaos_crds():
+        server.install_crd(crd)
     for obj in baseline_objects(NS):
-        if obj["kind"] in ("Namespace", "Deployment", "Service", "ConfigMap"):
+        if obj["kind"] in LOADED:
             body = {k: v for k, v in obj.items() if k != "status"}
             resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
             resource.create(body=body, namespace=obj["metadata"].get("namespace"))
@@ -112,11 +208,21 @@ def api(tmp_path: Path) -> Iterator[tuple[LoopbackApi, Path]]:
 
 
 @pytest.fixture
-def faults(api: tuple[LoopbackApi, Path], collections_path: str) -> ClusterFaults:
+def controllers(api: tuple[LoopbackApi, Path]) -> Iterator[Controllers]:
+    with Controllers(*api) as running:
+        yield running
+
+
+@pytest.fixture
+def faults(
+    api: tuple[LoopbackApi, Path], collections_path: str, controllers: Controllers
+) -> ClusterFaults:
     _server, kubeconfig = api
     client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
     runner = AnsiblePlaybookRunner(kubeconfig=str(kubeconfig), collections_path=collections_path)
-    return ClusterFaults(reader=KubeObjectReader(client), runner=runner)
+    return ClusterFaults(
+        reader=KubeObjectReader(client), runner=runner, rollout_timeout=60, chaos_timeout=30
+    )
 
 
 def stored(api: tuple[LoopbackApi, Path], group: str, plural: str, name: str) -> Any:
@@ -139,8 +245,9 @@ def test_every_fault_names_a_playbook_that_exists_and_makes_its_changes() -> Non
         for spec in scenario.spec.faults:
             fault = get_fault(spec.id)
             changes = fault.changes(spec.args, scenario.spec.environment.namespace)
-            assert {PLAYBOOK_FOR_OP[c.op] for c in changes} == {fault.playbook}, fault.id
-            used.add(fault.playbook)
+            playbooks = {PLAYBOOK_FOR_OP[c.op] for c in changes}
+            assert fault.playbook in playbooks, fault.id
+            used |= playbooks
     assert used == set(PLAYBOOK_FOR_OP.values()), "the catalog exercises every playbook"
     for playbook in sorted(PLAYBOOK_DIR.glob("faults/*.yaml")):
         plays = yaml.safe_load(playbook.read_text(encoding="utf-8"))
@@ -180,7 +287,13 @@ def test_a_created_object_is_deleted_on_removal(
     assert stored(api, "networking.k8s.io", "networkpolicies", name) is None
 
 
-def test_a_flag_fault_selects_the_variant_and_removal_selects_the_old_one(
+def _restarted_at(api: tuple[LoopbackApi, Path]) -> str | None:
+    flagd = stored(api, "apps", "deployments", "flagd")
+    annotations = flagd["spec"]["template"].get("metadata", {}).get("annotations") or {}
+    return annotations.get("kubectl.kubernetes.io/restartedAt")
+
+
+def test_a_flag_fault_selects_the_variant_rolls_flagd_and_removal_rolls_it_again(
     api: tuple[LoopbackApi, Path], faults: ClusterFaults
 ) -> None:
     def variant(flag: str) -> str:
@@ -194,9 +307,15 @@ def test_a_flag_fault_selects_the_variant_and_removal_selects_the_old_one(
         )["flags"]
     }
     assert untouched["cartFailure"] == "off"
+    assert _restarted_at(api) is None
+    generation = stored(api, "apps", "deployments", "flagd")["metadata"]["generation"]
     injected = faults.inject(get_fault("flagd.cart-failure").changes({}, NS))
     assert variant("cartFailure") == "on"
     assert injected[0].previous_variant == "off"
+    # flagd reads a copy of the ConfigMap made at pod start: the fault rolls it out.
+    first = _restarted_at(api)
+    assert first is not None
+    assert stored(api, "apps", "deployments", "flagd")["metadata"]["generation"] == generation + 1
     # What removal needs is kept with the trial as JSON (a restarted operator removes from it).
     kept = json.loads(json.dumps([a.wire() for a in injected]))
     applied = [AppliedChange.from_wire(a) for a in kept]
@@ -206,6 +325,21 @@ def test_a_flag_fault_selects_the_variant_and_removal_selects_the_old_one(
     }
     faults.remove(applied)
     assert {f: variant(f) for f in untouched} == untouched
+    # ... and rolls flagd again after the flag is back, so it serves the restored variant.
+    assert _restarted_at(api) not in (None, first)
+
+
+def test_a_rollout_that_does_not_finish_fails_the_injection(
+    api: tuple[LoopbackApi, Path], collections_path: str
+) -> None:
+    client = kubernetes.config.new_client_from_config(config_file=str(api[1]))
+    runner = AnsiblePlaybookRunner(kubeconfig=str(api[1]), collections_path=collections_path)
+    slow = ClusterFaults(reader=KubeObjectReader(client), runner=runner, rollout_timeout=5)
+    with pytest.raises(EnvironmentFailure, match="rollout Deployment/flagd"):
+        slow.inject(get_fault("flagd.cart-failure").changes({}, NS))
+    cm = stored(api, "", "configmaps", FLAGD_CONFIGMAP)
+    flags = json.loads(cm["data"][FLAGD_CONFIG_KEY])["flags"]
+    assert flags["cartFailure"]["defaultVariant"] == "off", "the flag change was undone"
 
 
 def test_a_failed_change_undoes_the_earlier_ones_and_names_the_object(
@@ -252,3 +386,153 @@ def test_cli_injects_into_a_cluster_and_removes_from_the_record(
     assert removed.exit_code == 0, removed.output
     assert spec_of(stored(api, "", "services", "cart")) == spec_of(before)
     assert not record.exists()
+
+
+def test_a_target_port_fault_names_the_port_by_its_merge_key(
+    api: tuple[LoopbackApi, Path], faults: ClusterFaults
+) -> None:
+    before = stored(api, "", "services", "flagd")
+    applied = faults.inject(
+        get_fault("kubernetes.service-target-port").changes(
+            {"service": "flagd", "port": 9999, "servicePort": 8013}, NS
+        )
+    )
+    ports = {p["port"]: p for p in stored(api, "", "services", "flagd")["spec"]["ports"]}
+    assert ports[8013]["targetPort"] == 9999 and ports[8013]["name"] == "rpc"
+    assert [ports[p] for p in (8016, 4000)] == [
+        p for p in before["spec"]["ports"] if p["port"] != 8013
+    ], "the other ports are untouched"
+    faults.remove(applied)
+    assert spec_of(stored(api, "", "services", "flagd")) == spec_of(before)
+
+
+def test_a_service_port_patch_without_its_merge_key_is_refused(
+    api: tuple[LoopbackApi, Path], collections_path: str
+) -> None:
+    # The patch the library used to send: kube-apiserver refuses it (ErrNoMergeKey).
+    old = ObjectChange(
+        op="merge-patch",
+        kind="Service",
+        name="cart",
+        namespace=NS,
+        body={"spec": {"ports": [{"name": "tcp-service", "targetPort": 9999}]}},
+    )
+    runner = AnsiblePlaybookRunner(kubeconfig=str(api[1]), collections_path=collections_path)
+    with pytest.raises(PlaybookError, match="does not contain declared merge key: port"):
+        runner.run(PLAYBOOK_FOR_OP["merge-patch"], {"changes": [old.wire()]})
+    assert stored(api, "", "services", "cart")["spec"]["ports"][0]["targetPort"] == 8080
+
+
+def test_a_container_patch_merges_by_name_in_a_pod_with_a_sidecar(
+    api: tuple[LoopbackApi, Path], faults: ClusterFaults
+) -> None:
+    before = stored(api, "apps", "deployments", "flagd")
+    faults.inject(
+        get_fault("kubernetes.memory-limit").changes({"workload": "flagd", "memory": "30Mi"}, NS)
+    )
+    after = stored(api, "apps", "deployments", "flagd")
+    flagd, ui = after["spec"]["template"]["spec"]["containers"]
+    assert flagd["name"] == "flagd" and flagd["resources"]["limits"]["memory"] == "30Mi"
+    assert ui == before["spec"]["template"]["spec"]["containers"][1]
+    assert (
+        after["spec"]["template"]["spec"]["initContainers"]
+        == (before["spec"]["template"]["spec"]["initContainers"])
+    )
+
+
+def test_a_chaos_fault_counts_as_injected_once_chaos_mesh_reports_all_injected(
+    api: tuple[LoopbackApi, Path], faults: ClusterFaults, controllers: Controllers
+) -> None:
+    changes = get_fault("chaos.network-delay").changes({"workload": "cart"}, NS)
+    applied = faults.inject(changes)
+    chaos = stored(api, "chaos-mesh.org", "networkchaos", changes[0].name)
+    assert chaos["status"]["conditions"] == [{"type": "AllInjected", "status": "True"}]
+    faults.remove(applied)
+    assert stored(api, "chaos-mesh.org", "networkchaos", changes[0].name) is None
+    # Without a Chaos Mesh that injects, the injection fails and leaves nothing behind.
+    controllers.chaos = False
+    slow = ClusterFaults(reader=faults.reader, runner=faults.runner, chaos_timeout=3)
+    with pytest.raises(EnvironmentFailure, match="NetworkChaos/cart-network-delay"):
+        slow.inject(changes)
+    assert stored(api, "chaos-mesh.org", "networkchaos", changes[0].name) is None
+
+
+def test_a_quota_fault_deletes_the_workloads_pods_by_label(
+    api: tuple[LoopbackApi, Path], faults: ClusterFaults
+) -> None:
+    client = kubernetes.config.new_client_from_config(config_file=str(api[1]))
+    core = kubernetes.client.CoreV1Api(client)
+    for name, app in (("ad-1", "ad"), ("ad-2", "ad"), ("cart-1", "cart")):
+        core.create_namespaced_pod(
+            NS,
+            {
+                "metadata": {"name": name, "labels": {"opentelemetry.io/name": app}},
+                "spec": {"containers": [{"name": app, "image": "x"}]},
+            },
+        )
+    applied = faults.inject(get_fault("kubernetes.resource-quota").changes({"workload": "ad"}, NS))
+    assert stored(api, "", "resourcequotas", "memory")["spec"]["hard"] == {"memory": "1Gi"}
+    assert [p["metadata"]["name"] for p in api[0].objects("", "pods", NS)] == ["cart-1"]
+    faults.remove(applied)
+    assert stored(api, "", "resourcequotas", "memory") is None
+
+
+def test_a_cordon_fault_patches_the_cluster_scoped_node_and_removal_uncordons_it(
+    api: tuple[LoopbackApi, Path], faults: ClusterFaults
+) -> None:
+    applied = faults.inject(
+        get_fault("kubernetes.cordoned-node").changes({"workload": "payment"}, NS)
+    )
+    node = api[0].get("", "nodes", None, "kind-worker")
+    assert node is not None and node["spec"]["unschedulable"] is True
+    payment = stored(api, "apps", "deployments", "payment")
+    assert payment["spec"]["replicas"] == 2
+    assert payment["spec"]["template"]["spec"]["nodeSelector"] == {
+        "kubernetes.io/hostname": "kind-worker"
+    }
+    faults.remove(applied)
+    node = api[0].get("", "nodes", None, "kind-worker")
+    assert node is not None and "unschedulable" not in node["spec"]
+    assert stored(api, "apps", "deployments", "payment")["spec"]["replicas"] == 1
+
+
+def test_the_live_patches_make_exactly_the_twins_changes(
+    api: tuple[LoopbackApi, Path], faults: ClusterFaults
+) -> None:
+    # Each merge-patch fault, applied by its playbook to the pinned chart's object, gives the
+    # object the twin computes with the same merge semantics.
+    cases = [
+        ("kubernetes.valkey-password", {}),
+        ("kubernetes.dns-policy", {"workload": "frontend"}),
+        ("kubernetes.crashing-init-container", {"workload": "recommendation"}),
+        ("kubernetes.secret-credentials", {"workload": "product-reviews"}),
+    ]
+    for fault_id, args in cases:
+        for change in get_fault(fault_id).changes(args, NS):
+            if change.op != "merge-patch":
+                continue
+            group = change.api_version.split("/")[0] if "/" in change.api_version else ""
+            plural = change.kind.lower() + "s"
+            before = stored(api, group, plural, change.name)
+            expected = merge_patch(restorable(before), change.body, kind=change.kind)
+            faults.inject([change])
+            after = stored(api, group, plural, change.name)
+            assert spec_of(after) == spec_of(expected), fault_id
+
+
+def test_the_stack_playbook_passes_ansibles_syntax_check(collections_path: str) -> None:
+    playbook = PLAYBOOK_DIR / "stack" / "install.yaml"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "--syntax-check", str(playbook)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": collections_path},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    warnings = [
+        line
+        for line in done.stderr.splitlines()
+        if line.startswith("[WARNING]") and "inventory" not in line and "hosts list" not in line
+    ]
+    assert warnings == []

@@ -23,8 +23,7 @@ CASES: list[tuple[str, dict[str, object], str, dict[str, str]]] = [
     ),
     ("flagd.payment-failure", {"percent": 50}, "RequestErrorRate", {"service_name": "payment"}),
     ("flagd.payment-unreachable", {}, "RequestErrorRate", {"service_name": "checkout"}),
-    ("flagd.kafka-queue-problems", {}, "KafkaConsumerLag", {"consumer_group": "accounting"}),
-    ("flagd.image-slow-load", {}, "RequestLatencyHigh", {"service_name": "frontend-proxy"}),
+    ("flagd.kafka-queue-problems", {}, "KafkaConsumerLag", {"consumer_group": "fraud-detection"}),
     ("flagd.email-memory-leak", {}, "ContainerOOMKilled", {"deployment": "email"}),
     ("flagd.load-generator-flood", {}, "HPAMaxedOut", {"horizontalpodautoscaler": "frontend"}),
     (
@@ -85,7 +84,57 @@ CASES: list[tuple[str, dict[str, object], str, dict[str, str]]] = [
         "HPAMaxedOut",
         {"horizontalpodautoscaler": "frontend"},
     ),
-    ("kubernetes.cost-alert-threshold", {}, "CostBudgetExceeded", {"namespace": "otel-demo"}),
+    (
+        "kubernetes.deleted-service",
+        {"service": "product-catalog"},
+        "RequestErrorRate",
+        {"service_name": "frontend"},
+    ),
+    (
+        "kubernetes.dns-policy",
+        {"workload": "frontend"},
+        "RequestErrorRate",
+        {"service_name": "frontend"},
+    ),
+    (
+        "kubernetes.invalid-command",
+        {"workload": "product-catalog"},
+        "PodCrashLooping",
+        {"deployment": "product-catalog"},
+    ),
+    (
+        "kubernetes.hanging-init-container",
+        {"workload": "email"},
+        "PodNotReady",
+        {"deployment": "email"},
+    ),
+    (
+        "kubernetes.crashing-init-container",
+        {"workload": "recommendation"},
+        "PodNotReady",
+        {"deployment": "recommendation"},
+    ),
+    ("kubernetes.resource-quota", {"workload": "ad"}, "PodNotReady", {"deployment": "ad"}),
+    ("kubernetes.cordoned-node", {"workload": "payment"}, "PodNotReady", {"deployment": "payment"}),
+    (
+        "kubernetes.priority-preemption",
+        {"workload": "kafka"},
+        "PodNotReady",
+        {"deployment": "kafka"},
+    ),
+    ("kubernetes.anti-affinity", {"workload": "payment"}, "PodNotReady", {"deployment": "payment"}),
+    (
+        "kubernetes.secret-credentials",
+        {"workload": "product-reviews"},
+        "RequestErrorRate",
+        {"service_name": "product-reviews"},
+    ),
+    (
+        "kubernetes.missing-volume-claim",
+        {"workload": "postgresql"},
+        "PodNotReady",
+        {"deployment": "postgresql"},
+    ),
     (
         "chaos.network-delay",
         {"workload": "product-catalog", "latencyMs": 2000},
@@ -98,7 +147,18 @@ CASES: list[tuple[str, dict[str, object], str, dict[str, str]]] = [
         "RequestErrorRate",
         {"service_name": "checkout"},
     ),
-    ("chaos.pod-failure", {"workload": "currency"}, "PodNotReady", {"deployment": "currency"}),
+    (
+        "chaos.network-loss",
+        {"workload": "checkout", "target": "payment"},
+        "RequestErrorRate",
+        {"service_name": "checkout"},
+    ),
+    (
+        "chaos.pod-failure",
+        {"workload": "currency"},
+        "RequestErrorRate",
+        {"service_name": "frontend"},
+    ),
     (
         "chaos.cpu-stress",
         {"workload": "recommendation"},
@@ -113,7 +173,14 @@ CASES: list[tuple[str, dict[str, object], str, dict[str, str]]] = [
         "RequestErrorRate",
         {"service_name": "checkout"},
     ),
+    (
+        "chaos.http-patch",
+        {"workload": "email", "method": "POST"},
+        "RequestErrorRate",
+        {"service_name": "email"},
+    ),
     ("chaos.jvm-return", {"workload": "ad"}, "RequestErrorRate", {"service_name": "ad"}),
+    ("chaos.jvm-heap-stress", {"workload": "ad"}, "RequestErrorRate", {"service_name": "ad"}),
 ]
 
 

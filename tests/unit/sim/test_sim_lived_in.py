@@ -74,7 +74,8 @@ def test_an_agent_cannot_create_injector_objects() -> None:
 def test_the_fault_still_works_while_hidden() -> None:
     env = _lived_in(3)
     env.inject("f", get_fault("chaos.pod-failure").changes({"workload": "currency"}, "otel-demo"))
-    assert wait_for_alert(env, "PodNotReady", {"deployment": "currency"}, 300) is not None
+    # The pods run the pause image and stay Ready (no readiness probe): their callers fail.
+    assert wait_for_alert(env, "RequestErrorRate", {"service_name": "frontend"}, 300) is not None
 
 
 def test_history_gives_deployments_varied_revisions_with_earlier_replicasets() -> None:
