@@ -2,7 +2,8 @@
 
 The loopback Kubernetes API (tests/integration/operator/loopback.py) runs in its own process and
 the operator in another, so the peak memory measured is the operator's alone. Figures: trials per
-second, status-update latency (p95 of the operator's status writes), peak memory.
+second, status-update latency (p95 of the operator's status writes), peak memory, and the volume
+of the operator's JSON logs at the default level (INFO), per 50 trials.
 """
 
 from __future__ import annotations
@@ -29,6 +30,27 @@ MAX_ENVIRONMENTS = 12
 """Simulators live at once across all runs (the operator's cap), which bounds memory."""
 TIMEOUT_SECONDS = 1800.0
 MEMORY_TARGET_MB = 300.0
+LOG_TARGET_MB = 1.0
+"""Most log output of a 50-trial run at the default level."""
+
+
+class _Counter:
+    """A text stream that counts what is written to it (the operator's log lines)."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+        self.lines = 0
+
+    def write(self, text: str) -> int:
+        self.chars += len(text.encode())
+        self.lines += text.count("\n")
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+LOGS = _Counter()
 
 
 def run() -> list[Figure]:
@@ -183,7 +205,7 @@ async def _measure(url: str, workdir: Path) -> list[Figure]:
         succeeded = sum((s.get("summary") or {}).get("succeeded", 0) for s in statuses)
         failed = sum((s.get("summary") or {}).get("failed", 0) for s in statuses)
         errored = sum((s.get("summary") or {}).get("errored", 0) for s in statuses)
-        if all(s.get("phase") == "Succeeded" for s in statuses):
+        if all(s.get("phase") in ("Succeeded", "Failed", "Errored") for s in statuses):
             break
     elapsed = time.perf_counter() - start
     trials = await asyncio.to_thread(
@@ -214,6 +236,13 @@ async def _measure(url: str, workdir: Path) -> list[Figure]:
         Figure("operator: status write latency p50", p50 * 1000, "ms"),
         Figure("operator: status write latency p95", p95 * 1000, "ms"),
         Figure("operator: peak memory", peak_rss_mb(), "MB", MEMORY_TARGET_MB),
+        Figure(
+            "operator: log volume per 50 trials (INFO, JSON)",
+            LOGS.chars / max(finished, 1) * 50 / 1e6,
+            "MB",
+            LOG_TARGET_MB,
+        ),
+        Figure("operator: log lines per trial (INFO)", LOGS.lines / max(finished, 1), "lines"),
         *[
             Figure(f"operator: {kind} reconcile time per trial", seconds / max(finished, 1), "s")
             for kind in ("Trial", "BenchmarkRun")
@@ -230,7 +259,10 @@ async def _measure(url: str, workdir: Path) -> list[Figure]:
 def _child() -> None:
     import logging
 
-    logging.basicConfig(level=logging.ERROR)
+    from itbench.operator.logs import configure_logging
+
+    configure_logging(logging.INFO, json_lines=True)  # the default of `itbench operator run`
+    logging.getLogger().handlers[0].setStream(LOGS)  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         proc, url = _start_api(workdir)

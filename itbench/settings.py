@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,11 +28,22 @@ class GatewaySettings(BaseModel):
 class OperatorSettings(BaseModel):
     """The Kubernetes operator."""
 
-    namespace: str = Field(
-        default="itbench-system", description="Namespace the operator runs in and watches."
+    bind_address: str = Field(
+        default="0.0.0.0",
+        description="Address the metrics and liveness endpoints listen on (in a pod: all).",
     )
     metrics_port: int = Field(
         default=9090, ge=1, le=65535, description="Port of the Prometheus metrics endpoint."
+    )
+    liveness_port: int = Field(default=8081, ge=1, le=65535, description="Port of /healthz.")
+    agent_service_account: str = Field(
+        default="itbench-agent",
+        min_length=1,
+        max_length=253,
+        description="ServiceAccount image agents' Jobs run as (in the Trial's namespace).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level of log records written."
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from pydantic import ValidationError
 
+from itbench.cli.agents import agents
 from itbench.cli.context import BadInput
 from itbench.cli.crds import crds
 from itbench.cli.faults import faults
@@ -25,6 +26,7 @@ COMMANDS: list[click.Command] = [
     crds,
     report_group,
     run_command,
+    agents,
     operator,
     serve_command,
     mcp_command,

@@ -28,31 +28,52 @@ def operator() -> None:
     multiple=True,
     help="Namespace to serve (repeat; default: all).",
 )
-@click.option("--metrics-port", type=int, default=None, help="Port of /metrics [settings].")
 @click.option(
-    "--liveness-port", type=int, default=8081, show_default=True, help="Port of /healthz."
+    "--bind-address",
+    default=None,
+    help="Address of /metrics and /healthz [settings: operator.bind_address, 0.0.0.0].",
+)
+@click.option("--metrics-port", type=int, default=None, help="Port of /metrics [settings].")
+@click.option("--liveness-port", type=int, default=None, help="Port of /healthz [settings].")
+@click.option(
+    "--gateway-host", default=None, help="Address the agent gateway listens on [settings]."
 )
 @click.option(
     "--gateway-port", type=int, default=None, help="Port of the agent gateway [settings]."
 )
 @click.option("--gateway-url", default=None, help="Gateway URL given to agent Jobs.")
 @click.option(
+    "--agent-service-account",
+    default=None,
+    help="ServiceAccount of image agents' Jobs [settings: itbench-agent].",
+)
+@click.option(
     "--tick-seconds", type=float, default=1.0, show_default=True, help="Trial timer interval."
 )
 @click.option(
     "--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default=None,
+    help="Lowest level written [settings: info]; debug adds Kopf's routine lines.",
 )
 @pass_settings
 def run(
     settings: Settings,
     kubeconfig: str | None,
     namespaces: tuple[str, ...],
+    bind_address: str | None,
     metrics_port: int | None,
-    liveness_port: int,
+    liveness_port: int | None,
+    gateway_host: str | None,
     gateway_port: int | None,
     gateway_url: str | None,
+    agent_service_account: str | None,
     tick_seconds: float,
     log_format: str,
+    log_level: str | None,
 ) -> None:
     """Reconcile Scenarios, AgentSubmissions, BenchmarkRuns and Trials until interrupted."""
     from itbench.operator.app import connection_info, serve
@@ -60,8 +81,13 @@ def run(
     from itbench.operator.logs import configure_logging
     from itbench.operator.runtime import OperatorConfig, OperatorRuntime
 
-    configure_logging(logging.INFO, json_lines=log_format == "json")
-    config = OperatorConfig(trial_tick_seconds=tick_seconds)
+    ops = settings.operator
+    level = (log_level or ops.log_level).upper()
+    configure_logging(logging.getLevelNamesMapping()[level], json_lines=log_format == "json")
+    config = OperatorConfig(
+        trial_tick_seconds=tick_seconds,
+        agent_service_account=agent_service_account or ops.agent_service_account,
+    )
     if gateway_url is not None:
         config = replace(config, gateway_url=gateway_url)
     api = connect(kubeconfig)
@@ -71,9 +97,10 @@ def run(
             serve(
                 runtime,
                 namespaces=namespaces,
-                liveness_port=liveness_port,
-                metrics_port=metrics_port or settings.operator.metrics_port,
-                gateway_host=settings.gateway.host,
+                bind_address=bind_address or ops.bind_address,
+                liveness_port=liveness_port or ops.liveness_port,
+                metrics_port=metrics_port or ops.metrics_port,
+                gateway_host=gateway_host or settings.gateway.host,
                 gateway_port=gateway_port or settings.gateway.port,
                 connection=connection_info(api),
             )

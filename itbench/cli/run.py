@@ -1,10 +1,12 @@
-"""`itbench run`: benchmark built-in agents over the catalog on the embedded simulator."""
+"""`itbench run`: benchmark agents (registered, callables or commands) over the catalog on the
+embedded simulator."""
 
 from __future__ import annotations
 
 import re
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,10 +25,20 @@ from rich.table import Table as RichTable
 from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
 from itbench.cli.scenarios import load_catalog_dir, refuse_problems, scenarios_dir_option
 from itbench.core.catalog import Catalog
+from itbench.core.models.agent_record import AgentInfo
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import Domain, TelemetryToggles
 from itbench.core.models.scenario import Scenario, Split
 from itbench.core.models.trial import TrialStatus
+from itbench.execution.agents import (
+    AgentNotFoundError,
+    AgentProblemError,
+    from_command,
+    preflight,
+    registered,
+    resolve,
+)
+from itbench.execution.artefacts import RunStore
 from itbench.execution.benchmark import default_workers
 from itbench.execution.embedded import (
     BenchmarkOptions,
@@ -34,7 +46,7 @@ from itbench.execution.embedded import (
     resume_benchmark,
     run_benchmark,
 )
-from itbench.execution.plan import AGENT_DOMAINS, DEFAULT_AGENTS, TrialPlan
+from itbench.execution.plan import DEFAULT_AGENTS, TrialPlan
 from itbench.reports.tables import (
     DIMENSIONS,
     FLAG_NOTE,
@@ -51,6 +63,123 @@ from itbench.settings import Settings
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MIN_SECRET_CHARS = 16
 """Characters a seed secret needs: published instances must not let anyone guess it."""
+
+
+AGENT_ARG = re.compile(r"^([a-z][a-z0-9_]*)=(.*)$", re.DOTALL)
+
+
+def agent_args(
+    model: str | None, tool_model: str | None, base_url: str | None, pairs: Sequence[str]
+) -> dict[str, str]:
+    """The agents' arguments from `--model`, `--tool-model`, `--base-url` and `--agent-arg`.
+
+    Raises:
+        BadInput: When an `--agent-arg` is not KEY=VALUE.
+    """
+    args: dict[str, str] = {}
+    for pair in pairs:
+        match = AGENT_ARG.match(pair)
+        if match is None:
+            raise BadInput(
+                f"--agent-arg {pair!r}: write KEY=VALUE with a lower-case key, e.g. max_retries=3"
+            )
+        args[match.group(1)] = match.group(2)
+    named = {"model": model, "tool_model": tool_model, "base_url": base_url}
+    args.update({k: v for k, v in named.items() if v is not None})
+    return args
+
+
+def choose_agents(
+    names: Sequence[str],
+    commands: Sequence[str],
+    *,
+    args: dict[str, str],
+    wall_seconds: float | None,
+    name: str | None,
+    version: str | None,
+) -> list[AgentInfo]:
+    """Resolve the agents of a run (registered names, callable paths, commands) and check them.
+
+    Every argument goes to the agents that take it (a command takes all, as variables);
+    one no agent takes is an error, as is an agent that says it cannot run (no model set).
+
+    Raises:
+        BadInput: Naming the agent and what to change.
+    """
+    if name is not None and len(names) + len(commands) != 1:
+        raise BadInput("--agent-name names one agent; give exactly one --agent or --agent-cmd")
+    chosen: list[AgentInfo] = []
+    try:
+        for spec in names or ([] if commands else [a.value for a in DEFAULT_AGENTS]):
+            chosen.append(
+                resolve(spec, args=args, wall_seconds=wall_seconds, name=name, strict=False)
+            )
+        for command in commands:
+            chosen.append(
+                from_command(
+                    command, args=args, wall_seconds=wall_seconds, name=name, version=version
+                )
+            )
+    except (AgentNotFoundError, AgentProblemError) as exc:
+        raise BadInput(str(exc)) from None
+    if version is not None and names:
+        chosen = [a.model_copy(update={"version": version}) for a in chosen]
+    taken = {k for a in chosen for k in a.args}
+    unused = sorted(set(args) - taken)
+    if unused:
+        raise BadInput(
+            f"no agent of this run takes {', '.join(unused)} ({', '.join(a.name for a in chosen)})"
+        )
+    seen = [a.name for a in chosen]
+    twice = sorted({n for n in seen if seen.count(n) > 1})
+    if twice:
+        raise BadInput(f"two agents are named {', '.join(twice)}; set --agent-name for one")
+    problems = [p for a in chosen for p in preflight(a)]
+    if problems:
+        raise BadInput("; ".join(problems))
+    return chosen
+
+
+def resumed_agents(plans: Sequence[TrialPlan], given: Sequence[AgentInfo]) -> list[AgentInfo]:
+    """The agents a resumed run uses: those of its plan, updated by the agents given again.
+
+    An agent given again must be the one planned (same runtime, target and arguments); its
+    wall-clock limit and version may change (the version with a warning).
+
+    Raises:
+        BadInput: When a given agent is not one of the run's.
+    """
+    planned = {p.agent.name: p.agent for p in plans}
+    result = dict(planned)
+    for agent in given:
+        before = planned.get(agent.name)
+        same = before is not None and (before.runtime, before.target, before.args) == (
+            agent.runtime,
+            agent.target,
+            agent.args,
+        )
+        if before is None or not same:
+            was = (
+                f"{before.runtime.value} {before.target!r} {before.args}"
+                if before is not None
+                else "not in it"
+            )
+            raise BadInput(
+                f"--resume keeps the run's agents: {agent.name} ({agent.runtime.value} "
+                f"{agent.target!r} {agent.args}) differs from the planned one ({was}); "
+                f"the run's agents: {', '.join(sorted(planned))}"
+            )
+        if before.version != agent.version:
+            warn(
+                f"warning: agent {agent.name} changed since the run was planned (version "
+                f"{before.version or '?'} -> {agent.version or '?'}); finished trials keep "
+                "their results"
+            )
+        result[agent.name] = agent
+    problems = [p for a in result.values() for p in preflight(a)]
+    if problems:
+        raise BadInput("; ".join(problems))
+    return list(result.values())
 
 
 def select_scenarios(
@@ -156,13 +285,69 @@ def print_result(result: BenchmarkResult, console: Console) -> None:
     console.print(f"trials: {result.root / 'trials.jsonl'}")
 
 
+def _registered_names() -> str:
+    try:
+        return ", ".join(registered()) or "none"
+    except Exception:  # help text must never fail
+        return "see `itbench agents list`"
+
+
 @click.command("run")
 @click.option(
     "--agent",
     "agents",
     multiple=True,
-    type=click.Choice([a.value for a in BuiltinAgent]),
-    help="Built-in agent to benchmark (repeatable) [default: heuristic-sre, heuristic-finops].",
+    metavar="NAME|MODULE:FUNCTION",
+    help="Agent to benchmark (repeatable): a registered name (`itbench agents list`) or a "
+    "callable module:function taking the SDK client, run in-process "
+    "[default: heuristic-sre, heuristic-finops].",
+)
+@click.option(
+    "--agent-cmd",
+    "agent_cmds",
+    multiple=True,
+    metavar="COMMAND",
+    help="Agent to benchmark as a command (repeatable), one process per trial with "
+    "ITBENCH_GATEWAY_URL, ITBENCH_TRIAL and ITBENCH_TOKEN set (no shell; e.g. "
+    "'python my_agent.py').",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="Agent argument: the model, as a LiteLLM model string (e.g. openai/gpt-4o, "
+    "hosted_vllm/<name>, ollama/<name>, watsonx/<id>, azure/<deployment>).",
+)
+@click.option(
+    "--tool-model",
+    default=None,
+    help="Agent argument: the model that writes queries and commands [default: --model].",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="Agent argument: the model endpoint (an OpenAI-compatible server, e.g. "
+    "http://127.0.0.1:8000/v1).",
+)
+@click.option(
+    "--agent-arg",
+    "agent_arg_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Another agent argument (repeatable); a command gets each as ITBENCH_AGENT__<KEY>.",
+)
+@click.option(
+    "--agent-timeout",
+    type=click.FloatRange(1, 86_400),
+    default=None,
+    help="Real seconds an agent may take per trial before it is stopped and the trial fails "
+    "[default: the agent's own; 120 for in-process, 600 for commands].",
+)
+@click.option("--agent-name", default=None, help="Name of the one agent given [default: derived].")
+@click.option(
+    "--agent-version",
+    default=None,
+    help="Version recorded for the agents given [default: their distribution's, or a digest "
+    "of a command's script].",
 )
 @click.option(
     "--scenario", "scenario_names", multiple=True, help="Scenario name (repeatable) [default: all]."
@@ -224,13 +409,23 @@ def print_result(result: BenchmarkResult, console: Console) -> None:
     "resume_dir",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     default=None,
-    help="Continue an interrupted run directory (other selection options are ignored).",
+    help="Continue an interrupted run directory with the agents it planned (scenario options "
+    "are ignored; agent options given again must name the run's agents, --agent-timeout may "
+    "change).",
 )
 @scenarios_dir_option
 @pass_settings
 def run_command(
     settings: Settings,
     agents: tuple[str, ...],
+    agent_cmds: tuple[str, ...],
+    model: str | None,
+    tool_model: str | None,
+    base_url: str | None,
+    agent_arg_pairs: tuple[str, ...],
+    agent_timeout: float | None,
+    agent_name: str | None,
+    agent_version: str | None,
     scenario_names: tuple[str, ...],
     domain: str | None,
     trials: int,
@@ -252,7 +447,9 @@ def run_command(
     report.json, trials.jsonl and a self-contained report.html. A catalog with any invalid file
     or repeated name is refused (exit 2). `--split test` draws each trial's instance of a
     template from a key derived from the seed secret; the report states the split and the
-    catalog digest.
+    catalog digest. An agent is a registered name, a callable (--agent my_pkg.agent:run) or a
+    command (--agent-cmd 'python my_agent.py'); agents/<trial>/ keeps each trial's agent
+    output and reported steps.
     """
     chosen_split = Split(split)
     if chosen_split == Split.TEST:
@@ -267,21 +464,57 @@ def run_command(
     now = datetime.now(UTC)
     view = _ProgressView()
     workers = workers or default_workers()
+    args = agent_args(model, tool_model, base_url, agent_arg_pairs)
+    chosen: list[AgentInfo] = []
+    if resume_dir is not None:
+        try:
+            plans = RunStore(resume_dir).load_plan()
+        except FileNotFoundError:
+            raise BadInput(f"{resume_dir} holds no run (plan.json is missing)") from None
+        if agents or agent_cmds:
+            override = choose_agents(
+                agents,
+                agent_cmds,
+                args=args,
+                wall_seconds=agent_timeout,
+                name=agent_name,
+                version=agent_version,
+            )
+        elif args or agent_name or agent_version:
+            raise BadInput(
+                "with --resume, agent arguments, --agent-name and --agent-version go with the "
+                "--agent or --agent-cmd they belong to (the run's own agents)"
+            )
+        else:
+            planned = {p.agent.name: p.agent for p in plans}
+            override = (
+                [a.model_copy(update={"wall_seconds": agent_timeout}) for a in planned.values()]
+                if agent_timeout is not None
+                else []
+            )
+        chosen = resumed_agents(plans, override)
     with view.progress:
         if resume_dir is not None:
-            try:
-                result = resume_benchmark(
-                    resume_dir,
-                    workers=workers,
-                    created_at=now,
-                    on_start=view.start,
-                    on_done=view.done,
-                )
-            except FileNotFoundError:
-                raise BadInput(f"{resume_dir} holds no run (plan.json is missing)") from None
+            result = resume_benchmark(
+                resume_dir,
+                workers=workers,
+                created_at=now,
+                on_start=view.start,
+                on_done=view.done,
+                agents=chosen,
+            )
         else:
-            chosen_agents = [BuiltinAgent(a) for a in agents] or list(DEFAULT_AGENTS)
-            if BuiltinAgent.ORACLE in chosen_agents and not allow_oracle:
+            chosen_agents = choose_agents(
+                agents,
+                agent_cmds,
+                args=args,
+                wall_seconds=agent_timeout,
+                name=agent_name,
+                version=agent_version,
+            )
+            if not allow_oracle and any(
+                a.registered and a.name == BuiltinAgent.ORACLE.value for a in chosen_agents
+            ):
                 raise BadInput(
                     "the oracle agent reads the ground truth; pass --allow-oracle to run it"
                 )
@@ -292,8 +525,8 @@ def run_command(
             refuse_problems(loaded, "run the benchmark")
             catalog = loaded.catalog
             scenarios = select_scenarios(catalog, scenario_names, domain)
-            domains = {d for a in chosen_agents for d in AGENT_DOMAINS[a]}
-            if not any(s.spec.domain in domains for s in scenarios):
+            if not any(a.takes(s.spec.domain) for a in chosen_agents for s in scenarios):
+                domains = {d for a in chosen_agents for d in (a.domains or list(Domain))}
                 raise BadInput(
                     "none of the selected scenarios is in the agents' domains "
                     f"({', '.join(sorted(d.value for d in domains))})"

@@ -1,4 +1,5 @@
-"""`itbench serve --env sim`: the agent gateway on a port with one ready trial, for practice."""
+"""`itbench serve --env sim`: the agent gateway on a port with one ready trial, for practice; with
+`--agent-cmd` the served trial is worked by that command and the server stops once it is scored."""
 
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ import uvicorn
 
 from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
 from itbench.cli.scenarios import open_catalog, scenarios_dir_option
-from itbench.core.models.agent_submission import BuiltinAgent
+from itbench.core.models.agent_record import AgentInfo, AgentRuntimeKind
 from itbench.core.models.benchmark_run import Timeouts
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialStatus
 from itbench.core.runner import new_status
 from itbench.environments.sim.environment import SimEnvironment
+from itbench.execution.agents import AgentProblemError, from_command
 from itbench.execution.benchmark import EMBEDDED_CONFIG
-from itbench.execution.driver import drive_trial
+from itbench.execution.driver import AgentRunner, drive_trial
 from itbench.execution.evidence import MemoryEvidenceStore
 from itbench.execution.executor import TrialExecutor
 from itbench.execution.plan import TrialPlan, trial_seed
+from itbench.execution.runners import AgentFiles, command_runner
 from itbench.gateway.app import create_app
 from itbench.gateway.sessions import AgentState, SessionRegistry
 from itbench.settings import Settings
@@ -51,7 +54,12 @@ class PracticeTrial:
 
 
 def practice_trial(
-    scenario: Scenario, *, seed: int, agent_seconds: int, allow_oracle: bool
+    scenario: Scenario,
+    *,
+    seed: int,
+    agent_seconds: int,
+    allow_oracle: bool,
+    agent: AgentInfo | None = None,
 ) -> PracticeTrial:
     """Build a practice trial of a scenario on a fresh simulator, with its gateway.
 
@@ -60,13 +68,17 @@ def practice_trial(
         seed: The run seed (the environment's seed derives from it).
         agent_seconds: The agent's time limit.
         allow_oracle: Whether the oracle endpoint answers.
+        agent: The agent that will work it [default: an external one].
     """
     name = f"practice--{scenario.name}"
     plan = TrialPlan(
         name=name,
         uid=str(uuid.uuid4()),
         run="practice",
-        agent=BuiltinAgent.NULL,
+        agent=agent
+        or AgentInfo(
+            name=PRACTICE_AGENT, runtime=AgentRuntimeKind.EXTERNAL, target="itbench serve"
+        ),
         scenario=scenario,
         attempt=0,
         seed=trial_seed(seed, scenario.name, 0),
@@ -139,6 +151,19 @@ def external_agent(
     help="The agent's time limit (virtual seconds; also the real-time bound).",
 )
 @click.option("--allow-oracle", is_flag=True, help="Let GET /oracle reveal the ground truth.")
+@click.option(
+    "--agent-cmd",
+    default=None,
+    metavar="COMMAND",
+    help="Work the trial with this command (ITBENCH_GATEWAY_URL, ITBENCH_TRIAL and ITBENCH_TOKEN "
+    "set; no shell), print the score and stop.",
+)
+@click.option(
+    "--agent-timeout",
+    type=click.FloatRange(1, 86_400),
+    default=None,
+    help="Real seconds the --agent-cmd may take [default: --agent-seconds].",
+)
 @scenarios_dir_option
 @pass_settings
 def serve_command(
@@ -150,26 +175,55 @@ def serve_command(
     seed: int,
     agent_seconds: int,
     allow_oracle: bool,
+    agent_cmd: str | None,
+    agent_timeout: float | None,
     scenarios_dir: Path | None,
 ) -> None:
     """Serve the agent API on a port with one ready trial, so an external agent can practise.
 
     The fault is injected and its alerts fire before the trial is published; the token is
     printed. When the agent reports FINISHED (or its time is up) the trial is scored and the
-    result printed; the server keeps running until interrupted.
+    result printed; the server keeps running until interrupted. With --agent-cmd the command
+    works the trial (its output goes to <output dir>/serve-<scenario>/agent/) and the server
+    stops once the trial is scored.
     """
     catalog = open_catalog(settings, scenarios_dir)
     if scenario_name not in catalog:
         raise BadInput(f"unknown scenario {scenario_name!r}; see `itbench scenarios list`")
+    command: AgentInfo | None = None
+    if agent_cmd is not None:
+        try:
+            command = from_command(agent_cmd, wall_seconds=agent_timeout or float(agent_seconds))
+        except AgentProblemError as exc:
+            raise BadInput(str(exc)) from None
     trial = practice_trial(
         catalog.get(scenario_name),
         seed=seed,
         agent_seconds=agent_seconds,
         allow_oracle=allow_oracle,
+        agent=command,
     )
     bind_host = host or settings.gateway.host
     bind_port = port or settings.gateway.port
     console = stdout_console()
+    server = uvicorn.Server(
+        uvicorn.Config(trial.app, host=bind_host, port=bind_port, log_level="warning")  # type: ignore[arg-type]
+    )
+    files: AgentFiles | None = None
+    if command is not None:
+        base = settings.output_dir / f"serve-{scenario_name}" / "agent"
+        files = AgentFiles(
+            stdout=base / "stdout.log", stderr=base / "stderr.log", steps=base / "steps.jsonl"
+        )
+    local = "127.0.0.1" if bind_host in ("0.0.0.0", "::", "") else bind_host
+
+    def served_url() -> str:
+        # The trial becomes ready while the server starts; the command waits for the socket.
+        waited = 0.0
+        while not server.started and waited < 30.0:
+            time.sleep(0.05)
+            waited += 0.05
+        return f"http://{local}:{bind_port}"
 
     def on_ready(trial_id: str, token: str) -> None:
         console.print(f"gateway: http://{bind_host}:{bind_port}/v1  (OpenAPI: /docs)")
@@ -180,14 +234,20 @@ def serve_command(
 
     def drive() -> None:
         executor = trial.executor
+        runner: AgentRunner = external_agent(on_ready, wall_seconds=float(agent_seconds))
+        if command is not None:
+            runner = command_runner(command, served_url, files)
         final = drive_trial(
             new_status(executor.now()),
             executor,
             persist=lambda _s: None,
-            run_agent=external_agent(on_ready, wall_seconds=float(agent_seconds)),
+            run_agent=runner,
             config=EMBEDDED_CONFIG,
         )
         _print_final(final)
+        if command is not None and files is not None:
+            console.print(f"agent output: {files.stdout.parent}")
+            server.should_exit = True
 
     def _print_final(final: TrialStatus) -> None:
         console.print(f"trial {trial.plan.name}: {final.phase.value} ({final.reason})")
@@ -197,4 +257,4 @@ def serve_command(
 
     warn(f"preparing {scenario_name} (env {env_type}): injecting the fault, waiting for alerts")
     threading.Thread(target=drive, name="practice-trial", daemon=True).start()
-    uvicorn.run(trial.app, host=bind_host, port=bind_port, log_level="warning")  # type: ignore[arg-type]
+    server.run()

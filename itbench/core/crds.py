@@ -196,14 +196,26 @@ KINDS: tuple[Kind, ...] = (
             PrinterColumn("Type", "string", ".spec.type", "Persona: SRE, CISO or FinOps."),
             PrinterColumn("Level", "string", ".spec.level", "Beginner, Intermediate or Expert."),
             PrinterColumn("Ready", "boolean", ".status.ready", "Runs may use this agent."),
+            PrinterColumn(
+                "Best diagnosis",
+                "number",
+                ".status.bestDiagnosisPassAt1",
+                "Best diagnosis pass@1 over its runs.",
+            ),
+            PrinterColumn(
+                "Best mitigation",
+                "number",
+                ".status.bestMitigationPassAt1",
+                "Best mitigation pass@1 over its runs.",
+            ),
             _age(),
         ),
         rules=(
             Rule(
                 path="spec.runtime",
                 rule="(has(self.image) ? 1 : 0) + (has(self.external) ? 1 : 0) + "
-                "(has(self.builtin) ? 1 : 0) == 1",
-                message="set exactly one of image, external or builtin",
+                "(has(self.builtin) ? 1 : 0) + (has(self.command) ? 1 : 0) == 1",
+                message="set exactly one of image, external, builtin or command",
             ),
         ),
     ),
@@ -220,15 +232,39 @@ KINDS: tuple[Kind, ...] = (
                 "Diagnosis pass@1",
                 "number",
                 ".status.summary.diagnosisPassAt1",
-                "SRE diagnosis pass@1.",
+                "Diagnosis pass@1 of the agent's persona (SRE or FinOps).",
             ),
             PrinterColumn(
                 "Mitigation pass@1",
                 "number",
                 ".status.summary.mitigationPassAt1",
-                "SRE mitigation pass@1.",
+                "Mitigation pass@1 of the agent's persona (SRE or FinOps).",
             ),
             _age(),
+            PrinterColumn(
+                "Domain", "string", ".status.summary.domain", "The agent's persona.", priority=1
+            ),
+            PrinterColumn(
+                "Errored",
+                "integer",
+                ".status.summary.errored",
+                "Trials the platform could not run.",
+                priority=1,
+            ),
+            PrinterColumn(
+                "FL-NTAM",
+                "number",
+                ".status.summary.flNtam",
+                "SRE: mean fault-localization NTAM.",
+                priority=1,
+            ),
+            PrinterColumn(
+                "Cost proximity",
+                "number",
+                ".status.summary.costProximity",
+                "FinOps: mean proximity to the optimal cost.",
+                priority=1,
+            ),
         ),
         rules=(
             Rule(
@@ -254,7 +290,31 @@ KINDS: tuple[Kind, ...] = (
             PrinterColumn("Scenario", "string", ".spec.scenario", "Scenario name."),
             PrinterColumn("Attempt", "integer", ".spec.attempt", "Attempt index."),
             PrinterColumn("Phase", "string", ".status.phase", "State-machine phase."),
+            PrinterColumn("Reason", "string", ".status.reason", "Why the trial is in its phase."),
+            PrinterColumn(
+                "Diagnosis", "boolean", ".status.scores.diagnosis.passed", "SRE diagnosis passed."
+            ),
+            PrinterColumn(
+                "Mitigation",
+                "boolean",
+                ".status.scores.mitigation.passed",
+                "SRE mitigation passed.",
+            ),
             _age(),
+            PrinterColumn(
+                "FinOps diagnosis",
+                "boolean",
+                ".status.scores.finops.diagnosisPassed",
+                "FinOps: the inefficiency was identified.",
+                priority=1,
+            ),
+            PrinterColumn(
+                "FinOps mitigation",
+                "boolean",
+                ".status.scores.finops.mitigationPassed",
+                "FinOps: the inefficiency was removed.",
+                priority=1,
+            ),
         ),
     ),
 )

@@ -1,18 +1,28 @@
-"""The run's artefact store: one directory per run with plans, per-trial status, trajectories,
-trials.jsonl, report.json and report.html. Writes are atomic so a crash never leaves half a file.
+"""The run's artefact store: one directory per run with plans, per-trial status, trajectories
+(the gateway's audit trail and the agent's own steps), agent output, trials.jsonl, report.json and
+report.html. Writes are atomic so a crash never leaves half a file.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
+from itbench.core.models.agent_record import MAX_STEP_TEXT, AgentStep, AgentStepKind
 from itbench.core.models.trial import TrialStatus
 from itbench.execution.plan import TrialPlan
+from itbench.execution.runners import AgentFiles
+
+MAX_STEPS = 20_000
+"""Steps of an agent's trajectory read per trial; the rest is dropped (and said so)."""
+
+MAX_STEPS_BYTES = 32 << 20
+"""Bytes of an agent's trajectory file read per trial."""
 
 _PLANS = TypeAdapter(list[TrialPlan])
 
@@ -65,6 +75,21 @@ class RunStore:
         """Where a trial's audit trail is stored."""
         return self.root / "trajectories" / f"{trial}.json"
 
+    def agent_dir(self, trial: str) -> Path:
+        """Where a trial's agent artefacts go: stdout.log, stderr.log and steps.jsonl."""
+        return self.root / "agents" / trial
+
+    def agent_files(self, trial: str) -> AgentFiles:
+        """The paths of a trial's agent artefacts."""
+        base = self.agent_dir(trial)
+        return AgentFiles(
+            stdout=base / "stdout.log", stderr=base / "stderr.log", steps=base / "steps.jsonl"
+        )
+
+    def clear_agent_files(self, trial: str) -> None:
+        """Drop what an earlier, interrupted attempt of the trial's agent left."""
+        shutil.rmtree(self.agent_dir(trial), ignore_errors=True)
+
     # ---- plan ---------------------------------------------------------------------------
     def save_plan(self, plans: Sequence[TrialPlan]) -> None:
         """Store the planned trials."""
@@ -103,3 +128,57 @@ class RunStore:
             return []
         data = json.loads(path.read_text(encoding="utf-8"))
         return list(data) if isinstance(data, list) else []
+
+    def load_steps(self, trial: str) -> list[AgentStep]:
+        """The trajectory the trial's agent reported (bounded; empty when it reported none).
+
+        Lines that are not valid steps are skipped; a last `note` step says how many lines
+        were skipped or dropped over the limits.
+        """
+        return read_steps(self.agent_files(trial).steps)
+
+
+def read_steps(path: Path) -> list[AgentStep]:
+    """Read an agent's trajectory file (JSON lines of `AgentStep`), within the limits.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The valid steps, in order, plus a final note when lines were skipped or dropped.
+    """
+    if not path.is_file():
+        return []
+    steps: list[AgentStep] = []
+    skipped = dropped = 0
+    with path.open("rb") as fh:
+        data = fh.read(MAX_STEPS_BYTES + 1)
+    if len(data) > MAX_STEPS_BYTES:
+        data = data[:MAX_STEPS_BYTES]
+        dropped += 1
+    for raw in data.splitlines():
+        if not raw.strip():
+            continue
+        if len(steps) >= MAX_STEPS:
+            dropped += 1
+            continue
+        try:
+            doc = json.loads(raw)
+            if isinstance(doc, dict) and isinstance(doc.get("text"), str):
+                text = doc["text"]
+                if len(text) > MAX_STEP_TEXT:
+                    cut = len(text) - MAX_STEP_TEXT
+                    doc["text"] = f"{text[:MAX_STEP_TEXT]}\n[... {cut} chars cut]"
+            steps.append(AgentStep.model_validate(doc))
+        except (ValueError, ValidationError):
+            skipped += 1
+    if skipped or dropped:
+        steps.append(
+            AgentStep(
+                kind=AgentStepKind.NOTE,
+                actor="platform",
+                text=f"{skipped} line(s) were not valid steps; {dropped} line(s) or chunks "
+                f"beyond the limits ({MAX_STEPS} steps, {MAX_STEPS_BYTES} bytes) were dropped",
+            )
+        )
+    return steps

@@ -1,5 +1,6 @@
-"""The embedded benchmark: built-in agents attempt planned trials, each on a fresh simulator,
-in a pool of processes; statuses are persisted per step, so an interrupted run can be resumed.
+"""The embedded benchmark: agents (registered, callables or commands) attempt planned trials,
+each on a fresh simulator, in a pool of processes; statuses are persisted per step, so an
+interrupted run can be resumed.
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from itbench.core.models.agent_record import AgentInfo
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.trial import TimelineEntry, TrialPhase, TrialStatus
 from itbench.core.runner import Reason, RunnerConfig, new_status
 from itbench.environments.sim.environment import DEFAULT_START, SimEnvironment
+from itbench.execution.agents import builtin
 from itbench.execution.artefacts import RunStore
-from itbench.execution.driver import AgentRunner, drive_trial, threaded_agent
+from itbench.execution.driver import AgentRunner, drive_trial
 from itbench.execution.evidence import MemoryEvidenceStore
 from itbench.execution.executor import TrialExecutor
 from itbench.execution.plan import TrialPlan
+from itbench.execution.runners import agent_runner, callable_runner, loopback_url
 from itbench.gateway.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -34,19 +38,21 @@ log = logging.getLogger(__name__)
 EMBEDDED_CONFIG = RunnerConfig(agent_poll_seconds=math.inf)
 """In-process agents are done when they return, so the runner waits out the rest at once."""
 
-AGENT_WALL_SECONDS = 120.0
-"""Real seconds an in-process agent may take on one trial before it is abandoned."""
-
 POOL_RETRIES = 2
 """How often a pool whose worker died is rebuilt for the trials still to run."""
 
 
 @dataclass
 class _Worker:
-    """What one worker process reuses across trials: the gateway's registry and app."""
+    """What one worker process reuses across trials: the gateway's registry and app (served on
+    loopback once an agent command needs it)."""
 
     registry: SessionRegistry
     app: Any
+
+    def url(self) -> str:
+        """The URL of this worker's gateway on loopback (served on first use)."""
+        return loopback_url(self.app)
 
 
 GC_THRESHOLDS = (100_000, 50, 100)
@@ -82,29 +88,16 @@ def _worker() -> _Worker:
     return _Worker(registry=registry, app=create_app(registry, inline=True))
 
 
-def builtin_runner(agent: BuiltinAgent, app: Any) -> AgentRunner:
-    """An agent runner calling a built-in agent through the SDK's in-process client.
+def builtin_runner(agent: BuiltinAgent | AgentInfo, app: Any) -> AgentRunner:
+    """An agent runner calling a built-in (or any callable) agent through the SDK's in-process
+    client; the agent is found in the registry.
 
     Args:
         agent: Which built-in agent.
         app: The gateway app the client calls (no socket).
     """
-    from agents import BUILTIN_AGENTS
-    from itbench.client import ITBenchClient
-
-    agent_fn = BUILTIN_AGENTS[agent.value]
-
-    def run(executor: TrialExecutor) -> None:
-        token = executor.token
-        if token is None:
-            raise RuntimeError(f"trial {executor.ctx.name!r} has no open session")
-        client = ITBenchClient.in_process(app, token)
-        try:
-            agent_fn(client)
-        finally:
-            client.close()
-
-    return run
+    info = builtin(agent) if isinstance(agent, BuiltinAgent) else agent
+    return callable_runner(info, app)
 
 
 def restarted(previous: TrialStatus, now: Any) -> TrialStatus:
@@ -149,7 +142,11 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
             store.save_status(plan.name, s)
             written.append(s.phase)
 
-    runner = threaded_agent(builtin_runner(plan.agent, worker.app), AGENT_WALL_SECONDS)
+    files = None
+    if store is not None:
+        store.clear_agent_files(plan.name)
+        files = store.agent_files(plan.name)
+    runner = agent_runner(plan.agent, app=worker.app, gateway_url=worker.url, files=files)
     try:
         final = drive_trial(
             status, executor, persist=persist, run_agent=runner, config=EMBEDDED_CONFIG

@@ -1,5 +1,6 @@
 """The embedded benchmark end to end: plan, run in parallel with progress, aggregate, write the
-run directory (plan.json, trials/, trajectories/, trials.jsonl, report.json, report.html).
+run directory (plan.json, trials/, trajectories/, agents/, trials.jsonl, report.json,
+report.html).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from itbench.core.catalog import Variants
 from itbench.core.complexity import effective_complexity
+from itbench.core.models.agent_record import AgentInfo, ModelUsage, usage_of
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import TelemetryToggles
 from itbench.core.models.benchmark_run import Timeouts
@@ -20,6 +22,7 @@ from itbench.core.models.scenario import Scenario, Split
 from itbench.core.models.trial import TrialPhase, TrialStatus
 from itbench.core.scoring.aggregate import build_report
 from itbench.core.scoring.profile import DEFAULT_PROFILE
+from itbench.core.scoring.usage import agent_usage
 from itbench.core.tasks import tasks_for
 from itbench.execution.artefacts import RunStore, write_atomic
 from itbench.execution.benchmark import Progress, run_trials
@@ -34,7 +37,7 @@ class BenchmarkOptions:
 
     Attributes:
         run: The run's name (its directory under the output directory).
-        agents: Built-in agents to benchmark.
+        agents: The agents to benchmark (a built-in one may be given by its name).
         scenarios: Candidate scenarios (each agent takes those of its domains).
         trials: Attempts per scenario and agent.
         seed: The run's seed.
@@ -49,7 +52,7 @@ class BenchmarkOptions:
     """
 
     run: str
-    agents: Sequence[BuiltinAgent]
+    agents: Sequence[AgentInfo | BuiltinAgent]
     scenarios: Sequence[Scenario]
     trials: int
     seed: int
@@ -86,12 +89,15 @@ class BenchmarkResult:
         return Counter(s.phase.value for s in self.statuses.values())
 
 
-def trial_record(plan: TrialPlan, status: TrialStatus) -> TrialRecord:
+def trial_record(
+    plan: TrialPlan, status: TrialStatus, usage: ModelUsage | None = None
+) -> TrialRecord:
     """The report's record of one finished trial.
 
     Args:
         plan: The trial.
         status: Its final status.
+        usage: The model usage of its agent's trajectory (None: it reported none).
     """
     scenario = plan.scenario
     complexity, _score = effective_complexity(scenario.spec)
@@ -109,11 +115,13 @@ def trial_record(plan: TrialPlan, status: TrialStatus) -> TrialRecord:
         phase=phase,
         reason=status.reason,
         scores=status.scores,
-        agent=plan.agent.value,
+        agent=plan.agent.name,
         tasks=tasks_for(scenario),
         split=plan.split,
         parameters=plan.parameters,
         catalog_digest=plan.catalog_digest,
+        agent_info=plan.agent,
+        usage=usage,
     )
 
 
@@ -163,6 +171,7 @@ def resume_benchmark(
     created_at: datetime,
     on_start: Callable[[int], None] | None = None,
     on_done: Progress | None = None,
+    agents: Sequence[AgentInfo] = (),
 ) -> BenchmarkResult:
     """Continue an interrupted run: finished trials are kept, the others run to completion.
 
@@ -172,13 +181,29 @@ def resume_benchmark(
         created_at: The report's timestamp.
         on_start: Called with the number of planned trials.
         on_done: Called as each trial finishes (including those finished before).
+        agents: Agents of the run given again (matched by name; e.g. a new wall-clock limit):
+            they run the trials still to run, and the plan records them.
 
     Returns:
         The finished run.
     """
     store = RunStore(root)
     plans = store.load_plan()
+    if agents:
+        by_name = {a.name: a for a in agents}
+        plans = [
+            p.model_copy(update={"agent": by_name[p.agent.name]})
+            if p.agent.name in by_name and not _finished(store, p)
+            else p
+            for p in plans
+        ]
+        store.save_plan(plans)
     return _execute(store, plans, workers, created_at, on_start, on_done)
+
+
+def _finished(store: RunStore, plan: TrialPlan) -> bool:
+    status = store.load_status(plan.name)
+    return status is not None and status.phase.final
 
 
 def _execute(
@@ -202,11 +227,12 @@ def _execute(
         else:
             todo.append(plan)
     statuses.update(run_trials(todo, store=store, workers=workers, on_done=on_done))
-    records = [trial_record(plan, statuses[plan.name]) for plan in plans]
-    agents = list(dict.fromkeys(plan.agent.value for plan in plans))
+    records = [trial_record(plan, statuses[plan.name], _usage(store, plan.name)) for plan in plans]
+    agents = list(dict.fromkeys(plan.agent.name for plan in plans))
     report = build_report(
         records, DEFAULT_PROFILE, agent=", ".join(agents) or "none", created_at=created_at
     )
+    report = report.model_copy(update={"agent_usage": agent_usage(records)})
     save_trial_records(records, store.trials_path)
     write_report_json(report, store.report_json_path)
     trajectories = {plan.name: store.load_trajectory(plan.name) for plan in plans}
@@ -216,3 +242,8 @@ def _execute(
     return BenchmarkResult(
         root=store.root, plans=plans, statuses=statuses, records=records, report=report
     )
+
+
+def _usage(store: RunStore, trial: str) -> ModelUsage | None:
+    steps = store.load_steps(trial)
+    return usage_of(steps) if steps else None

@@ -5,26 +5,20 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from itbench.core.catalog import Variants
+from itbench.core.models.agent_record import AgentInfo
 from itbench.core.models.agent_submission import BuiltinAgent
-from itbench.core.models.base import ApiModel, Domain, LocalObjectReference, TelemetryToggles
+from itbench.core.models.base import ApiModel, LocalObjectReference, TelemetryToggles
 from itbench.core.models.benchmark_run import Timeouts
 from itbench.core.models.scenario import ParameterValue, Scenario, Split
 from itbench.core.models.trial import TrialSpec
 from itbench.core.runner import TrialContext
 from itbench.core.variants import instance_seed
-
-AGENT_DOMAINS: dict[BuiltinAgent, frozenset[Domain]] = {
-    BuiltinAgent.HEURISTIC_SRE: frozenset({Domain.SRE}),
-    BuiltinAgent.HEURISTIC_FINOPS: frozenset({Domain.FINOPS}),
-    BuiltinAgent.ORACLE: frozenset(Domain),
-    BuiltinAgent.NULL: frozenset(Domain),
-    BuiltinAgent.RANDOM: frozenset(Domain),
-}
-"""The scenario domains each built-in agent is benchmarked on."""
+from itbench.execution.agents import builtin, from_registry
 
 DEFAULT_AGENTS = (BuiltinAgent.HEURISTIC_SRE, BuiltinAgent.HEURISTIC_FINOPS)
 """The agents `itbench run` benchmarks when none is named."""
@@ -36,7 +30,9 @@ class TrialPlan(ApiModel):
     name: str = Field(description="Trial name (unique within the run).")
     uid: str = Field(description="Trial uid; every action key starts with it.")
     run: str = Field(description="The run's name.")
-    agent: BuiltinAgent = Field(description="The built-in agent attempting it.")
+    agent: AgentInfo = Field(
+        description="The agent attempting it: name, version, what runs and its arguments."
+    )
     scenario: Scenario = Field(description="The scenario (with ground truth).")
     attempt: int = Field(ge=0, description="Attempt index, 0-based.")
     seed: int = Field(ge=0, description="Seed of the trial's environment.")
@@ -51,11 +47,19 @@ class TrialPlan(ApiModel):
     )
     catalog_digest: str = Field(default="", description="Digest of the catalog planned from.")
 
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _agent_by_name(cls, value: Any) -> Any:
+        # Plans written before agents were recorded name a built-in agent only.
+        if isinstance(value, str):
+            return from_registry(value)
+        return value
+
     def spec(self) -> TrialSpec:
         """The Trial spec of this plan."""
         return TrialSpec(
             run_ref=LocalObjectReference(name=self.run),
-            agent_ref=LocalObjectReference(name=self.agent.value),
+            agent_ref=LocalObjectReference(name=self.agent.name),
             scenario=self.scenario.name,
             attempt=self.attempt,
             seed=self.seed,
@@ -75,7 +79,7 @@ class TrialPlan(ApiModel):
             name=self.name,
             spec=self.spec(),
             scenario=self.scenario,
-            agent_name=agent_name or self.agent.value,
+            agent_name=agent_name or self.agent.name,
         )
 
 
@@ -94,7 +98,7 @@ def trial_seed(seed: int, scenario: str, attempt: int) -> int:
 def plan_trials(
     run: str,
     scenarios: Sequence[Scenario],
-    agents: Sequence[BuiltinAgent],
+    agents: Sequence[AgentInfo | BuiltinAgent],
     *,
     trials: int,
     seed: int,
@@ -116,7 +120,8 @@ def plan_trials(
     Args:
         run: The run's name.
         scenarios: Candidate scenarios.
-        agents: Built-in agents; each takes the scenarios of its domains (`AGENT_DOMAINS`).
+        agents: The agents (a built-in one by its name); each takes the scenarios of its
+            domains (all when it declares none).
         trials: Attempts per scenario and agent.
         seed: The run's seed.
         telemetry: Run-wide telemetry mask.
@@ -132,18 +137,22 @@ def plan_trials(
         The plans, ordered by agent, scenario and attempt.
 
     Raises:
-        ValueError: The test split without a seed secret.
+        ValueError: The test split without a seed secret, or two agents with the same name.
     """
     if split == Split.TEST and not seed_secret:
         raise ValueError("the test split needs a seed secret")
+    given = [builtin(a) if isinstance(a, BuiltinAgent) else a for a in agents]
+    names = [a.name for a in given]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two agents of a run are named {', '.join(twice)}; name them apart")
     plans: list[TrialPlan] = []
-    for agent in agents:
-        domains = AGENT_DOMAINS[agent]
+    for agent in given:
         for scenario in sorted(scenarios, key=lambda s: s.name):
-            if scenario.spec.domain not in domains:
+            if not agent.takes(scenario.spec.domain):
                 continue
             for attempt in range(trials):
-                name = f"{agent.value}--{scenario.name}--{attempt}"
+                name = f"{agent.name}--{scenario.name}--{attempt}"
                 chosen, values = scenario, {}
                 if variants is not None and scenario.name in variants:
                     draw = instance_seed(

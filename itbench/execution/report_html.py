@@ -316,7 +316,7 @@ def trial_rows(
         rows.append(
             {
                 "name": plan.name,
-                "agent": plan.agent.value,
+                "agent": plan.agent.name,
                 "scenario": plan.scenario.name,
                 "phase": status.phase.value,
                 "reason": status.reason,
@@ -363,7 +363,7 @@ def scenario_table(
     for plan in plans:
         record = records.get(plan.name)
         traces = record.traces_enabled if record else True
-        groups.setdefault((plan.agent.value, plan.scenario.name, traces), []).append(
+        groups.setdefault((plan.agent.name, plan.scenario.name, traces), []).append(
             (plan, statuses[plan.name])
         )
     rows = []

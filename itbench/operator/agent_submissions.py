@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -15,26 +16,31 @@ from itbench.core.models.agent_submission import (
 )
 from itbench.core.models.base import GROUP, VERSION
 from itbench.core.models.benchmark_run import BenchmarkRunStatus
-from itbench.operator.bodies import condition, parse, problem_text, source
+from itbench.operator.bodies import condition, parse, parsed_status, problem_text, source
 from itbench.operator.kubeapi import AGENT_SUBMISSIONS, BENCHMARK_RUNS
 from itbench.operator.runtime import OperatorRuntime
 
 LAST_RUNS = 10
 
 
+def _agent_of_run(run: Mapping[str, Any]) -> object:
+    # Read defensively: the run may be malformed (its own reconcile says how), and must not
+    # break this agent's reconcile.
+    spec = run.get("spec")
+    ref = spec.get("agentRef") if isinstance(spec, Mapping) else None
+    return ref.get("name") if isinstance(ref, Mapping) else None
+
+
 def _last_runs(runtime: OperatorRuntime, namespace: str, agent: str) -> list[RunRecord]:
     runs = [
-        r
-        for r in runtime.api.list_objects(BENCHMARK_RUNS, namespace)
-        if ((r.get("spec") or {}).get("agentRef") or {}).get("name") == agent
+        r for r in runtime.api.list_objects(BENCHMARK_RUNS, namespace) if _agent_of_run(r) == agent
     ]
-    runs.sort(key=lambda r: (r["metadata"].get("creationTimestamp", ""), r["metadata"]["name"]))
+    runs.sort(
+        key=lambda r: (str(r["metadata"].get("creationTimestamp", "")), r["metadata"]["name"])
+    )
     records: list[RunRecord] = []
     for run in reversed(runs[-LAST_RUNS:]):
-        try:
-            status = BenchmarkRunStatus.model_validate(run.get("status") or {})
-        except ValueError:
-            status = BenchmarkRunStatus()
+        status = parsed_status(BenchmarkRunStatus, run) or BenchmarkRunStatus()
         records.append(
             RunRecord(
                 run=run["metadata"]["name"],
@@ -61,13 +67,12 @@ def reconcile_agent(runtime: OperatorRuntime, body: kopf.Body) -> None:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     generation = meta.get("generation")
-    old = dict(body.get("status") or {})
-    try:
-        previous = AgentSubmissionStatus.model_validate(old)
-    except ValueError:
-        previous = AgentSubmissionStatus()
+    raw = body.get("status")
+    old = dict(raw) if isinstance(raw, Mapping) else {}
+    previous = parsed_status(AgentSubmissionStatus, body) or AgentSubmissionStatus()
     agent, problems = parse(AgentSubmission, body)
     ready = False
+    valid = agent is not None
     if agent is None:
         reason = "InvalidSpec"
         message = (
@@ -75,13 +80,13 @@ def reconcile_agent(runtime: OperatorRuntime, body: kopf.Body) -> None:
         )
     else:
         spec: AgentSubmissionSpec = agent.spec
-        image = spec.runtime.image
-        secret = image.credentials_secret_ref if image is not None else None
+        holder = spec.runtime.image or spec.runtime.command
+        secret = holder.credentials_secret_ref if holder is not None else None
         if secret is not None and not runtime.api.secret_exists(namespace, secret.name):
             reason = "CredentialsSecretMissing"
             message = (
-                f"Secret {namespace}/{secret.name} (spec.runtime.image.credentialsSecretRef) "
-                "does not exist; create it with the model credentials"
+                f"Secret {namespace}/{secret.name} (spec.runtime.{spec.runtime.kind()}."
+                "credentialsSecretRef) does not exist; create it with the model credentials"
             )
         else:
             ready = True
@@ -97,7 +102,19 @@ def reconcile_agent(runtime: OperatorRuntime, body: kopf.Body) -> None:
             "best_mitigation_pass_at_1": _best([r.mitigation_pass_at_1 for r in runs]),
             "observed_generation": generation,
             "conditions": condition(
-                previous.conditions, "Ready", ready, reason, message, generation
+                condition(
+                    previous.conditions,
+                    "Valid",
+                    valid,
+                    "Validated" if valid else reason,
+                    "the spec is valid" if valid else message,
+                    generation,
+                ),
+                "Ready",
+                ready,
+                reason,
+                message,
+                generation,
             ),
         }
     )

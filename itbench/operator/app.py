@@ -124,9 +124,10 @@ async def serve(
     runtime: OperatorRuntime,
     *,
     namespaces: tuple[str, ...] = (),
+    bind_address: str = "127.0.0.1",
     liveness_port: int | None = 8081,
     metrics_port: int | None = 9090,
-    gateway_host: str = "0.0.0.0",
+    gateway_host: str = "127.0.0.1",
     gateway_port: int | None = 8080,
     connection: kopf.ConnectionInfo | None = None,
 ) -> None:
@@ -135,6 +136,7 @@ async def serve(
     Args:
         runtime: What the handlers share.
         namespaces: Namespaces to serve (empty: cluster-wide).
+        bind_address: Address of the metrics and liveness endpoints.
         liveness_port: Port of `/healthz` (None: none).
         metrics_port: Port of `/metrics` (None: none).
         gateway_host: Address the gateway listens on.
@@ -142,20 +144,27 @@ async def serve(
         connection: How Kopf reaches the API (None: in-cluster config or default kubeconfig).
     """
     if metrics_port is not None:
-        runtime.metrics.serve(metrics_port)
+        runtime.metrics.serve(metrics_port, bind_address)
     gateway: Any = None
     thread: threading.Thread | None = None
     if gateway_port is not None:
         import uvicorn
 
         gateway = uvicorn.Server(
-            uvicorn.Config(runtime.gateway(), host=gateway_host, port=gateway_port, log_config=None)
+            uvicorn.Config(
+                runtime.gateway(),
+                host=gateway_host,
+                port=gateway_port,
+                log_config=None,
+                use_colors=False,
+            )
         )
         # Its own thread and loop: the operator's shutdown never cancels the gateway's tasks.
         gateway.install_signal_handlers = lambda: None
         thread = threading.Thread(target=gateway.run, name="gateway", daemon=True)
         thread.start()
-    liveness = f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port is not None else None
+    host = f"[{bind_address}]" if ":" in bind_address else bind_address
+    liveness = f"http://{host}:{liveness_port}/healthz" if liveness_port is not None else None
     log.info("operator starting", extra={"namespaces": ",".join(namespaces) or "*"})
     try:
         await run_operator(

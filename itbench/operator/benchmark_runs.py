@@ -16,11 +16,17 @@ import kopf
 
 from itbench.core.catalog import Catalog, CatalogError
 from itbench.core.complexity import effective_complexity
-from itbench.core.models.agent_submission import AgentSubmission
+from itbench.core.models.agent_submission import AgentSubmission, AgentSubmissionStatus
 from itbench.core.models.base import API_VERSION, GROUP, VERSION, Domain, LocalObjectReference
-from itbench.core.models.benchmark_run import BenchmarkRun, BenchmarkRunStatus, RunPhase, RunSummary
-from itbench.core.models.report import TrialRecord
-from itbench.core.models.scenario import Scenario
+from itbench.core.models.benchmark_run import (
+    BenchmarkRun,
+    BenchmarkRunSpec,
+    BenchmarkRunStatus,
+    RunPhase,
+    RunSummary,
+)
+from itbench.core.models.report import Report, TrialRecord
+from itbench.core.models.scenario import Scenario, ScenarioPhase, ScenarioStatus
 from itbench.core.models.trial import TrialPhase, TrialSpec, TrialStatus
 from itbench.core.scoring.aggregate import build_report, headline
 from itbench.core.scoring.profile import DEFAULT_PROFILE
@@ -32,8 +38,10 @@ from itbench.operator.bodies import (
     RUN_LABEL,
     annotation,
     condition,
+    controller_uid,
     now,
     parse,
+    parsed_status,
     problem_text,
     source,
 )
@@ -48,7 +56,7 @@ from itbench.operator.kubeapi import (
 from itbench.operator.runtime import OperatorRuntime
 
 MAX_NAME = 253
-FINAL_RUN_PHASES = (RunPhase.SUCCEEDED, RunPhase.CANCELLED)
+FINAL_RUN_PHASES = tuple(p for p in RunPhase if p.final)
 
 
 def trial_name(run: str, scenario: str, attempt: int) -> str:
@@ -72,13 +80,7 @@ def report_name(run: str) -> str:
 
 
 def _trial_status(trial: Mapping[str, Any]) -> TrialStatus | None:
-    raw = trial.get("status")
-    if not raw:
-        return None
-    try:
-        return TrialStatus.model_validate(raw)
-    except ValueError:
-        return None
+    return parsed_status(TrialStatus, trial)
 
 
 def _final(trial: Mapping[str, Any]) -> bool:
@@ -86,10 +88,21 @@ def _final(trial: Mapping[str, Any]) -> bool:
     return status is not None and status.phase.final
 
 
+def _validated(body: Mapping[str, Any]) -> ScenarioStatus | None:
+    """A Scenario's status when the operator has validated its current generation."""
+    status = parsed_status(ScenarioStatus, body)
+    if status is None or status.phase not in (ScenarioPhase.READY, ScenarioPhase.INVALID):
+        return None
+    if status.observed_generation != body["metadata"].get("generation"):
+        return None
+    return status
+
+
 def _ready_scenarios(runtime: OperatorRuntime) -> dict[str, Scenario]:
     scenarios: dict[str, Scenario] = {}
     for body in runtime.api.list_objects(SCENARIOS):
-        if (body.get("status") or {}).get("phase") != "Ready":
+        status = parsed_status(ScenarioStatus, body)
+        if status is None or status.phase != ScenarioPhase.READY:
             continue
         scenario, _ = parse(Scenario, body)
         if scenario is not None:
@@ -99,19 +112,25 @@ def _ready_scenarios(runtime: OperatorRuntime) -> dict[str, Scenario]:
 
 def _unvalidated_scenarios(runtime: OperatorRuntime) -> list[str]:
     """Scenarios the operator has not yet validated at their current generation."""
-    waiting: list[str] = []
-    for body in runtime.api.list_objects(SCENARIOS):
-        status = body.get("status") or {}
-        validated = status.get("phase") in ("Ready", "Invalid") and status.get(
-            "observedGeneration"
-        ) == body["metadata"].get("generation")
-        if not validated:
-            waiting.append(str(body["metadata"]["name"]))
-    return sorted(waiting)
+    return sorted(
+        str(body["metadata"]["name"])
+        for body in runtime.api.list_objects(SCENARIOS)
+        if _validated(body) is None
+    )
 
 
-def _record(trial: Mapping[str, Any], scenario: Scenario | None, agent: str) -> TrialRecord:
-    spec = TrialSpec.model_validate(trial["spec"])
+def _record(
+    run: str,
+    name: str,
+    trial: Mapping[str, Any],
+    scenario_name: str,
+    attempt: int,
+    scenario: Scenario | None,
+    spec: BenchmarkRunSpec,
+    agent: str,
+) -> TrialRecord:
+    # Scenario and attempt come from the run's own plan (the Trial's name), never from a body a
+    # user could have edited; the Trial contributes only its status.
     status = _trial_status(trial) or TrialStatus()
     if scenario is not None:
         complexity = effective_complexity(scenario.spec)[0]
@@ -121,10 +140,10 @@ def _record(trial: Mapping[str, Any], scenario: Scenario | None, agent: str) -> 
     else:  # the Scenario was deleted after the run resolved it
         complexity, domain, klass, traces = None, None, "Unknown", spec.telemetry.traces
     return TrialRecord(
-        trial=trial["metadata"]["name"],
-        run=spec.run_ref.name,
-        scenario=spec.scenario,
-        attempt=spec.attempt,
+        trial=name,
+        run=run,
+        scenario=scenario_name,
+        attempt=attempt,
         domain=domain or Domain.SRE,
         scenario_class=klass,
         complexity=complexity,
@@ -135,6 +154,68 @@ def _record(trial: Mapping[str, Any], scenario: Scenario | None, agent: str) -> 
         agent=agent,
         tasks=tasks_for(scenario) if scenario is not None else [],
     )
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def display_summary(report: Report, domain: Domain | None) -> RunSummary:
+    """The headline of a report for status: the persona's own tasks, rounded for display.
+
+    Fractions keep 4 decimals and times 0.1 s, so printer columns and `kubectl get -o yaml` read
+    well on any API server (which prints numbers as stored); the report keeps full precision.
+    """
+    base = headline(report)
+    diagnosis, mitigation = base.diagnosis_pass_at_1, base.mitigation_pass_at_1
+    cost = efficiency = None
+    if domain == Domain.FINOPS:
+        diagnosis = _pass_at_1(report, "finops.diagnosis")
+        mitigation = _pass_at_1(report, "finops.mitigation")
+        cost = _mean(report, "finops.cost_proximity")
+        efficiency = _mean(report, "finops.efficiency_proximity")
+    elif domain == Domain.CISO:
+        diagnosis, mitigation = _pass_at_1(report, "ciso.posture"), None
+    return base.model_copy(
+        update={
+            "domain": domain,
+            "diagnosis_pass_at_1": _round(diagnosis, 4),
+            "mitigation_pass_at_1": _round(mitigation, 4),
+            "fl_ntam": _round(base.fl_ntam, 4),
+            "fpc_ntam": _round(base.fpc_ntam, 4),
+            "mttd_seconds": _round(base.mttd_seconds, 1),
+            "mttr_seconds": _round(base.mttr_seconds, 1),
+            "cost_proximity": _round(cost, 4),
+            "efficiency_proximity": _round(efficiency, 4),
+            "resolution_rate": _round(base.resolution_rate, 4),
+        }
+    )
+
+
+def _pass_at_1(report: Report, key: str) -> float | None:
+    task = report.task(key)
+    return task.pass_at_k[0].estimate.mean if task is not None and task.pass_at_k else None
+
+
+def _mean(report: Report, key: str) -> float | None:
+    score = report.score(key)
+    return score.estimate.mean if score is not None else None
+
+
+def _outcome(summary: RunSummary) -> RunPhase:
+    """The final phase of a run whose trials all finished: what the agent did."""
+    if summary.succeeded:
+        return RunPhase.SUCCEEDED
+    if summary.failed:
+        return RunPhase.FAILED
+    return RunPhase.ERRORED
+
+
+def _changed_fields(old: BenchmarkRunSpec, new: BenchmarkRunSpec) -> list[str]:
+    """Spec fields (camelCase paths) that differ, cancel aside."""
+    before, after = old.wire(), new.wire()
+    keys = sorted((set(before) | set(after)) - {"cancel"})
+    return [f"spec.{k}" for k in keys if before.get(k) != after.get(k)]
 
 
 class _Reconciler:
@@ -155,12 +236,15 @@ class _Reconciler:
         self.generation: int | None = meta.get("generation")
         self.uid: str = str(meta.get("uid", ""))
         written = runtime.run_statuses.get(self.uid)
-        self.old: Json = dict(written if written is not None else (body.get("status") or {}))
+        raw = body.get("status")
+        stored = dict(raw) if isinstance(raw, Mapping) else {}
+        self.old: Json = dict(written if written is not None else stored)
         try:
             self.previous = BenchmarkRunStatus.model_validate(self.old)
         except ValueError:
             self.previous = BenchmarkRunStatus()
         self.raw_body = body
+        self.domain: Domain | None = None
         self._scenarios: dict[str, Scenario] | None = None
 
     # -- outcomes -----------------------------------------------------------------------------
@@ -204,13 +288,40 @@ class _Reconciler:
                 self.write(self.previous)
             return
         run, problems = parse(BenchmarkRun, self.raw_body)
-        if run is None:
+        accepted = self.previous.accepted_spec
+        refusal: tuple[str, str] | None = None
+        if accepted is not None:
+            # The run has started: a spec change is refused whole (only cancel goes through),
+            # as the CRD's transition rule refuses it where the API server validates.
+            if run is None:
+                refusal = (
+                    "InvalidSpec",
+                    f"the new spec is invalid ({problem_text(problems)}); the change is refused "
+                    "and the run goes on with the spec it started with",
+                )
+                spec = accepted
+            else:
+                changed = _changed_fields(accepted, run.spec)
+                if changed:
+                    shown = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
+                    refusal = (
+                        "SpecFrozen",
+                        f"{shown} changed after the run started; the change is refused whole "
+                        "and the run goes on with the spec it started with (only spec.cancel "
+                        "may change; create a new BenchmarkRun instead)",
+                    )
+                spec = accepted.model_copy(update={"cancel": accepted.cancel or run.spec.cancel})
+        elif run is None:
             self.invalid(
                 "InvalidSpec",
                 f"{source(self.body)} is invalid: {problem_text(problems)}; fix the spec",
             )
             return
-        agent_name = run.spec.agent_ref.name
+        else:
+            spec = run.spec
+        if refusal is not None and self.previous.observed_generation != self.generation:
+            self.api.event(self.body, refusal[0], refusal[1], warning=True)
+        agent_name = spec.agent_ref.name
         agent_body = self.api.get(AGENT_SUBMISSIONS, self.namespace, agent_name)
         if agent_body is None:
             self.invalid(
@@ -227,7 +338,8 @@ class _Reconciler:
                 f"{problem_text(problems)}",
             )
             return
-        if not (agent_body.get("status") or {}).get("ready"):
+        agent_status = parsed_status(AgentSubmissionStatus, agent_body)
+        if agent_status is None or not agent_status.ready:
             self.pending(
                 "AgentNotReady",
                 f"AgentSubmission {self.namespace}/{agent_name} is not Ready yet; see its "
@@ -248,7 +360,7 @@ class _Reconciler:
                 return
             try:
                 chosen = Catalog(self.scenarios().values()).select(
-                    run.spec.scenarios,
+                    spec.scenarios,
                     level=agent.spec.level,
                     classes=agent.spec.scenario_classes,
                     domain=agent.spec.type,
@@ -257,7 +369,8 @@ class _Reconciler:
                 self.invalid("ScenarioSelection", f"spec.scenarios: {exc}")
                 return
             names = [s.name for s in chosen]
-        self.reconcile_trials(run, names, agent_name)
+        self.domain = agent.spec.type
+        self.reconcile_trials(spec, names, agent_name, refusal)
 
     def scenarios(self) -> dict[str, Scenario]:
         """The Ready Scenarios by name (read once per reconcile, and only when needed)."""
@@ -265,72 +378,80 @@ class _Reconciler:
             self._scenarios = _ready_scenarios(self.runtime)
         return self._scenarios
 
-    def reconcile_trials(self, run: BenchmarkRun, names: list[str], agent: str) -> None:
-        spec = run.spec
-        wanted = [(s, a) for a in range(spec.trials_per_scenario) for s in names]
+    def owned(self, trial: Mapping[str, Any]) -> bool:
+        """Whether a Trial belongs to this run: its controller is this run's UID."""
+        return bool(self.uid) and controller_uid(trial, "BenchmarkRun") == self.uid
+
+    def reconcile_trials(
+        self,
+        spec: BenchmarkRunSpec,
+        names: list[str],
+        agent: str,
+        refusal: tuple[str, str] | None,
+    ) -> None:
+        # The plan: Trial name -> (scenario, attempt). Trials are adopted by owner reference and
+        # name, never by label alone, so a foreign Trial carrying the run's label is not counted.
+        plan = {
+            trial_name(self.name, s, a): (s, a)
+            for a in range(spec.trials_per_scenario)
+            for s in names
+        }
         trials = {
             t["metadata"]["name"]: t
             for t in self.api.list_objects(TRIALS, self.namespace, f"{RUN_LABEL}={self.name}")
+            if t["metadata"]["name"] in plan and self.owned(t)
         }
         if not spec.cancel:
-            for scenario, attempt in wanted:
-                tname = trial_name(self.name, scenario, attempt)
+            for tname, (scenario, attempt) in plan.items():
                 if tname in trials:
                     continue
-                body = self.trial_body(run, tname, scenario, attempt)
+                body = self.trial_body(spec, tname, scenario, attempt)
                 if not self.api.create(TRIALS, self.namespace, body):
                     # It exists but was not listed: read it rather than trust our own copy.
                     existing = self.api.get(TRIALS, self.namespace, tname)
                     if existing is None:
                         continue  # deleted meanwhile; the next tick creates it again
-                    owner = (existing["metadata"].get("labels") or {}).get(RUN_LABEL)
-                    if owner != self.name:
+                    if not self.owned(existing):
                         self.invalid(
                             "TrialNameTaken",
-                            f"Trial {self.namespace}/{tname} already exists and belongs to "
-                            f"{owner or 'no run'}; rename this run",
+                            f"Trial {self.namespace}/{tname} already exists and is not owned by "
+                            "this run; delete it or rename this run",
                         )
                         return
                     body = existing
                 trials[tname] = body
-        ordered = sorted(
-            trials.values(), key=lambda t: (t["spec"]["attempt"], t["spec"]["scenario"])
-        )
-        finished = [t for t in ordered if _final(t)]
-        active = [t for t in ordered if not _final(t) and annotation(t, ADMITTED)]
-        queued = [t for t in ordered if not _final(t) and not annotation(t, ADMITTED)]
-        slots = min(spec.concurrency, spec.environment.capacity)
+        ordered = sorted(trials.items(), key=lambda kv: (plan[kv[0]][1], plan[kv[0]][0]))
+        finished = [(n, t) for n, t in ordered if _final(t)]
+        active = [(n, t) for n, t in ordered if not _final(t) and annotation(t, ADMITTED)]
+        queued = [(n, t) for n, t in ordered if not _final(t) and not annotation(t, ADMITTED)]
+        slots = spec.environment.slots(spec.concurrency)
         if spec.cancel:
-            for trial in active:
+            for tname, trial in active:
                 if not annotation(trial, CANCELLED):
-                    self.api.annotate(
-                        TRIALS, self.namespace, trial["metadata"]["name"], {CANCELLED: "true"}
-                    )
+                    self.api.annotate(TRIALS, self.namespace, tname, {CANCELLED: "true"})
         else:
             free = max(slots - len(active), 0)
-            for trial in queued[:free]:
-                self.api.annotate(
-                    TRIALS, self.namespace, trial["metadata"]["name"], {ADMITTED: "true"}
-                )
+            for tname, _ in queued[:free]:
+                self.api.annotate(TRIALS, self.namespace, tname, {ADMITTED: "true"})
             active += queued[:free]
             queued = queued[free:]
         # A cancelled run's queued Trials never start: they are not waiting.
         self.runtime.metrics.queue_depth.labels(namespace=self.namespace, run=self.name).set(
             0 if spec.cancel else len(queued)
         )
-        self.summarise(run, names, ordered, finished, active, agent)
+        self.summarise(spec, names, plan, len(ordered), finished, active, agent, refusal)
 
-    def trial_body(self, run: BenchmarkRun, name: str, scenario: str, attempt: int) -> Json:
-        spec = TrialSpec(
+    def trial_body(self, spec: BenchmarkRunSpec, name: str, scenario: str, attempt: int) -> Json:
+        trial = TrialSpec(
             run_ref=LocalObjectReference(name=self.name),
-            agent_ref=run.spec.agent_ref,
+            agent_ref=spec.agent_ref,
             scenario=scenario,
             attempt=attempt,
-            seed=trial_seed(run.spec.seed, scenario, attempt),
-            telemetry=run.spec.telemetry,
-            timeouts=run.spec.timeouts,
-            environment=run.spec.environment,
-            allow_oracle=run.spec.allow_oracle,
+            seed=trial_seed(spec.seed, scenario, attempt),
+            telemetry=spec.telemetry,
+            timeouts=spec.timeouts,
+            environment=spec.environment,
+            allow_oracle=spec.allow_oracle,
         )
         return {
             "apiVersion": API_VERSION,
@@ -341,35 +462,46 @@ class _Reconciler:
                 "labels": {RUN_LABEL: self.name},
                 "ownerReferences": [owner_reference(self.body)],
             },
-            "spec": spec.wire(),
+            "spec": trial.wire(),
         }
 
     def summarise(
         self,
-        run: BenchmarkRun,
+        spec: BenchmarkRunSpec,
         names: list[str],
-        trials: list[Json],
-        finished: list[Json],
-        active: list[Json],
+        plan: dict[str, tuple[str, int]],
+        total: int,
+        finished: list[tuple[str, Json]],
+        active: list[tuple[str, Json]],
         agent: str,
+        refusal: tuple[str, str] | None,
     ) -> None:
-        total = len(trials)
         previous = self.previous
         summary = previous.summary
         report_ref = previous.report_ref
-        cancelled = run.spec.cancel
-        if cancelled:
-            phase = RunPhase.CANCELLED if not active else RunPhase.RUNNING
-        elif total and len(finished) == total:
-            phase = RunPhase.SUCCEEDED
-        else:
-            phase = RunPhase.RUNNING
-        complete = phase in FINAL_RUN_PHASES
+        domain = self.domain
+        cancelled = spec.cancel
+        done = bool(total) and len(finished) == total
+        # A finished run's phase says what the agent did; it is decided from the summary below.
+        phase = RunPhase.CANCELLED if cancelled and not active else RunPhase.RUNNING
+        complete = (cancelled and not active) or done
         if complete or len(finished) != previous.finished_trials:
             scenarios = self.scenarios()
-            records = [_record(t, scenarios.get(t["spec"]["scenario"]), agent) for t in finished]
+            records = [
+                _record(
+                    self.name,
+                    tname,
+                    trial,
+                    plan[tname][0],
+                    plan[tname][1],
+                    scenarios.get(plan[tname][0]),
+                    spec,
+                    agent,
+                )
+                for tname, trial in finished
+            ]
             report = build_report(records, DEFAULT_PROFILE, agent=agent, created_at=now())
-            summary = headline(report) if records else RunSummary()
+            summary = display_summary(report, domain) if records else RunSummary(domain=domain)
             if complete:
                 cm = report_name(self.name)
                 self.api.put_config_map(
@@ -379,17 +511,35 @@ class _Reconciler:
                     self.body,
                 )
                 report_ref = f"configmap/{cm}"
+        if done and not cancelled:
+            phase = _outcome(summary)
         conditions = condition(
             previous.conditions,
             "Valid",
             True,
             "Resolved",
-            f"{len(names)} scenarios x {run.spec.trials_per_scenario} trials",
+            f"{len(names)} scenarios x {spec.trials_per_scenario} trials",
             self.generation,
         )
+        if refusal is None:
+            conditions = condition(
+                conditions,
+                "SpecAccepted",
+                True,
+                "Accepted",
+                f"the run follows the spec of generation {self.generation}",
+                self.generation,
+            )
+        else:
+            conditions = condition(
+                conditions, "SpecAccepted", False, refusal[0], refusal[1], self.generation
+            )
         if complete:
             reason = "Cancelled" if cancelled else "AllTrialsFinished"
-            message = f"{len(finished)}/{total} trials finished; report in {report_ref}"
+            message = (
+                f"{len(finished)}/{total} trials finished ({summary.succeeded} succeeded, "
+                f"{summary.failed} failed, {summary.errored} errored); report in {report_ref}"
+            )
         else:
             reason = "Cancelling" if cancelled else "TrialsRunning"
             message = f"{len(finished)}/{total} finished, {len(active)} running"
@@ -408,6 +558,7 @@ class _Reconciler:
                 "report_ref": report_ref,
                 "started_at": started,
                 "finished_at": previous.finished_at or (now().isoformat() if complete else None),
+                "accepted_spec": spec,
                 "conditions": conditions,
             }
         )
@@ -418,9 +569,18 @@ class _Reconciler:
 
 
 def delete_trials(runtime: OperatorRuntime, body: kopf.Body) -> int:
-    """Delete a run's Trials (their finalizers release the environments); return those left."""
+    """Delete a run's own Trials (their finalizers release the environments); return those left.
+
+    Only Trials this run controls (owner reference with its UID) are deleted: a foreign Trial
+    that carries the run's label stays.
+    """
     meta = body["metadata"]
-    trials = runtime.api.list_objects(TRIALS, meta["namespace"], f"{RUN_LABEL}={meta['name']}")
+    uid = str(meta.get("uid", ""))
+    trials = [
+        t
+        for t in runtime.api.list_objects(TRIALS, meta["namespace"], f"{RUN_LABEL}={meta['name']}")
+        if uid and controller_uid(t, "BenchmarkRun") == uid
+    ]
     for trial in trials:
         runtime.api.delete(TRIALS, meta["namespace"], trial["metadata"]["name"])
     return len(trials)

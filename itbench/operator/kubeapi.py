@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from itbench.core.models.base import GROUP, VERSION
+from itbench.operator.bodies import bounded
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,20 @@ class KubeApi:
             raise
         return True
 
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """A Secret's keys and decoded values ({} when it is absent)."""
+        import base64
+
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        data.update(secret.string_data or {})
+        return data
+
     def put_config_map(
         self, namespace: str, name: str, data: dict[str, str], owner: Json | None = None
     ) -> None:
@@ -220,7 +235,7 @@ class KubeApi:
             "metadata": {"generateName": f"{ref['name']}.", "namespace": namespace},
             "involvedObject": ref,
             "reason": reason,
-            "message": message[:1024],
+            "message": bounded(message),
             "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,

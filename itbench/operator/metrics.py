@@ -7,9 +7,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from time import perf_counter
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
+
+from itbench.core.models.trial import TrialScores
+from itbench.core.runner import OUTCOMES
 
 _FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_RATIO_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+KINDS = ("Scenario", "AgentSubmission", "BenchmarkRun", "Trial")
+TASKS = ("diagnosis", "mitigation", "posture", "finops_diagnosis", "finops_mitigation")
+EXTRA_OUTCOMES = (("Errored", "InvalidSpec"), ("Errored", "Orphaned"))
+"""Final (phase, reason) pairs the operator itself sets, beside the state machine's."""
 
 
 class OperatorMetrics:
@@ -23,6 +40,11 @@ class OperatorMetrics:
         """
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # The process (memory, CPU, open files), the interpreter and its garbage collector: the
+        # operator's memory is what the chart limits.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.trials = Gauge(
             "itbench_operator_trials",
             "Trials this operator drives, by phase.",
@@ -72,8 +94,57 @@ class OperatorMetrics:
             ["namespace", "run"],
             registry=r,
         )
+        self.task_results = Counter(
+            "itbench_operator_trial_task_results_total",
+            "Scored tasks of finished trials, by task and result (passed or failed).",
+            ["task", "result"],
+            registry=r,
+        )
+        self.ntam = Histogram(
+            "itbench_operator_trial_ntam_ratio",
+            "NTAM of scored SRE diagnoses, by kind (fl: fault localization, fpc: propagation).",
+            ["kind"],
+            buckets=_RATIO_BUCKETS,
+            registry=r,
+        )
+        self.proximity = Histogram(
+            "itbench_operator_trial_cost_proximity_ratio",
+            "FinOps cost proximity of scored trials (1 = optimal).",
+            buckets=_RATIO_BUCKETS,
+            registry=r,
+        )
+        # Every known label value starts at zero, so rates and alerts see a series from the start.
+        for kind in KINDS:
+            self.reconcile_errors.labels(kind=kind)
+            self.reconcile_seconds.labels(kind=kind)
+        outcomes = {(phase.value, str(reason)) for reason, (phase, _) in OUTCOMES.items()}
+        for phase, reason in sorted(outcomes | set(EXTRA_OUTCOMES)):
+            self.trial_outcomes.labels(phase=phase, reason=reason)
+        for task in TASKS:
+            for result in ("passed", "failed"):
+                self.task_results.labels(task=task, result=result)
+        for kind in ("fl", "fpc"):
+            self.ntam.labels(kind=kind)
         self._phases: dict[str, str] = {}
         self._lock = threading.Lock()
+
+    def trial_scored(self, scores: TrialScores) -> None:
+        """Count a finished trial's scored tasks and observe its NTAM and proximity."""
+        results: list[tuple[str, bool]] = []
+        if scores.diagnosis is not None:
+            results.append(("diagnosis", scores.diagnosis.passed))
+            self.ntam.labels(kind="fl").observe(scores.diagnosis.fl_ntam)
+            self.ntam.labels(kind="fpc").observe(scores.diagnosis.fpc_ntam)
+        if scores.mitigation is not None:
+            results.append(("mitigation", scores.mitigation.passed))
+        if scores.posture is not None:
+            results.append(("posture", scores.posture.passed))
+        if scores.finops is not None:
+            results.append(("finops_diagnosis", scores.finops.diagnosis_passed))
+            results.append(("finops_mitigation", scores.finops.mitigation_passed))
+            self.proximity.observe(scores.finops.cost_proximity)
+        for task, passed in results:
+            self.task_results.labels(task=task, result="passed" if passed else "failed").inc()
 
     def trial_phase(self, uid: str, phase: str | None) -> None:
         """Record a trial's current phase (None: the trial is gone)."""
@@ -97,6 +168,6 @@ class OperatorMetrics:
         finally:
             self.reconcile_seconds.labels(kind=kind).observe(perf_counter() - start)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """Serve `/metrics` over HTTP from a background thread."""
         start_http_server(port, addr=addr, registry=self.registry)

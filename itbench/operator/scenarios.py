@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -10,7 +11,7 @@ from itbench.core.catalog import validate_document
 from itbench.core.complexity import effective_complexity
 from itbench.core.models.base import GROUP, VERSION
 from itbench.core.models.scenario import ScenarioPhase, ScenarioStatus
-from itbench.operator.bodies import condition, plain, problem_text, source
+from itbench.operator.bodies import condition, parsed_status, plain, problem_text, source
 from itbench.operator.kubeapi import SCENARIOS
 from itbench.operator.runtime import OperatorRuntime
 
@@ -25,8 +26,9 @@ def reconcile_scenario(runtime: OperatorRuntime, body: kopf.Body) -> None:
     obj = plain(body)
     name = obj["metadata"]["name"]
     generation = obj["metadata"].get("generation")
-    old = dict(body.get("status") or {})
-    previous = ScenarioStatus.model_validate(old) if old else ScenarioStatus()
+    raw = body.get("status")
+    old = dict(raw) if isinstance(raw, Mapping) else {}
+    previous = parsed_status(ScenarioStatus, body) or ScenarioStatus()
     scenario, problems = validate_document(obj, source(obj))
     if scenario is None:
         message = (
@@ -39,7 +41,14 @@ def reconcile_scenario(runtime: OperatorRuntime, body: kopf.Body) -> None:
                 "complexity_score": None,
                 "observed_generation": generation,
                 "conditions": condition(
-                    previous.conditions, "Ready", False, "InvalidSpec", message, generation
+                    condition(
+                        previous.conditions, "Valid", False, "InvalidSpec", message, generation
+                    ),
+                    "Ready",
+                    False,
+                    "InvalidSpec",
+                    message,
+                    generation,
                 ),
             }
         )
@@ -53,7 +62,12 @@ def reconcile_scenario(runtime: OperatorRuntime, body: kopf.Body) -> None:
                 "complexity_score": round(score, 4) if score is not None else None,
                 "observed_generation": generation,
                 "conditions": condition(
-                    previous.conditions, "Ready", True, "Validated", message, generation
+                    condition(previous.conditions, "Valid", True, "Validated", message, generation),
+                    "Ready",
+                    True,
+                    "Validated",
+                    message,
+                    generation,
                 ),
             }
         )

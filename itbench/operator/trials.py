@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shlex
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from time import perf_counter
@@ -21,7 +22,7 @@ from typing import Any
 import kopf
 
 from itbench.core.models.agent_submission import AgentSubmission, BuiltinAgent
-from itbench.core.models.base import GROUP, VERSION
+from itbench.core.models.base import GROUP, VERSION, Condition
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import Trial, TrialPhase, TrialStatus
 from itbench.core.runner import (
@@ -47,12 +48,16 @@ from itbench.operator.bodies import (
     CANCELLED,
     FORCE_RELEASE,
     annotation,
+    bounded,
+    condition,
+    controller_uid,
     parse,
+    parsed_status,
     problem_text,
     source,
 )
 from itbench.operator.bodies import now as wall_clock
-from itbench.operator.kubeapi import AGENT_SUBMISSIONS, SCENARIOS, TRIALS, Json
+from itbench.operator.kubeapi import AGENT_SUBMISSIONS, BENCHMARK_RUNS, SCENARIOS, TRIALS, Json
 from itbench.operator.runtime import OperatorRuntime
 
 log = logging.getLogger(__name__)
@@ -74,14 +79,21 @@ class _Live:
     status: TrialStatus | None = None
 
 
-def _status(body: kopf.Body) -> TrialStatus | None:
+ORPHANED = "Orphaned"
+"""Reason of a Trial no BenchmarkRun owns: it never runs."""
+INVALID_SPEC = "InvalidSpec"
+"""Reason of a Trial whose spec does not parse."""
+EVENT_CHARS = 240
+"""Most characters of a Trial's phase Event (the full message is in status)."""
+
+
+def _status(body: Mapping[str, Any]) -> TrialStatus | None:
+    return parsed_status(TrialStatus, body)
+
+
+def _stored(body: Mapping[str, Any]) -> Json:
     raw = body.get("status")
-    if not raw:
-        return None
-    try:
-        return TrialStatus.model_validate(dict(raw))
-    except ValueError:
-        return None
+    return dict(raw) if isinstance(raw, Mapping) else {}
 
 
 def _fixed_time(status: TrialStatus | None, fallback: datetime) -> datetime:
@@ -103,6 +115,8 @@ class TrialDriver:
         # tick in flight cannot inject into an environment the finalizer has just released.
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # Trials whose owning run was checked (UID -> True): checked once, not on every tick.
+        self._owned: set[str] = set()
 
     def _lock(self, uid: str) -> threading.Lock:
         with self._locks_guard:
@@ -177,7 +191,7 @@ class TrialDriver:
     def _advance(self, body: kopf.Body) -> None:
         meta = body["metadata"]
         uid, name, namespace = meta["uid"], meta["name"], meta["namespace"]
-        old = dict(body.get("status") or {})
+        old = _stored(body)
         status = _status(body)
         if uid in self._done or (status is not None and status.phase.final):
             return
@@ -190,6 +204,13 @@ class TrialDriver:
         if trial is None:
             self._write(body, old, status, _invalid_status(status, problem_text(problems)))
             return
+        started = status is not None and status.phase not in (TrialPhase.PENDING, TrialPhase.QUEUED)
+        if not started and uid not in self._owned:
+            orphan = self._orphan(body, trial)
+            if orphan is not None:
+                self._write(body, old, status, _orphan_status(status, orphan))
+                return
+            self._owned.add(uid)
         if not annotation(body, ADMITTED) and not annotation(body, CANCELLED):
             if status is None or status.phase in (TrialPhase.PENDING, TrialPhase.QUEUED):
                 queued = TrialStatus(
@@ -203,7 +224,6 @@ class TrialDriver:
                 self._write(body, old, status, queued)
             return
         env = self.runtime.environments.get(uid)
-        started = status is not None and status.phase not in (TrialPhase.PENDING, TrialPhase.QUEUED)
         try:
             if env is None:
                 if started:
@@ -260,7 +280,9 @@ class TrialDriver:
         if status is None or (
             status.phase in (TrialPhase.PENDING, TrialPhase.QUEUED) and not status.timeline
         ):
-            status = new_status(live.executor.now())
+            status = new_status(live.executor.now()).model_copy(
+                update={"clock": "virtual" if live.executor.virtual_time else "wall"}
+            )
         if annotation(body, CANCELLED):
             status = self._abort(
                 live, status, Reason.CANCELLED, "the run was cancelled (spec.cancel)"
@@ -273,6 +295,33 @@ class TrialDriver:
             self._publish(body, live)
         if status.phase.final:
             self._release(body, live.agent)
+
+    def _orphan(self, body: kopf.Body, trial: Trial) -> str | None:
+        """Why no BenchmarkRun owns this Trial (None when its run does).
+
+        A Trial runs only when its controller owner reference is the UID of the run its
+        spec.runRef names; a label alone never makes a run adopt a Trial.
+        """
+        namespace = trial.metadata.namespace or body["metadata"]["namespace"]
+        run = trial.spec.run_ref.name
+        owner = controller_uid(body, "BenchmarkRun")
+        if owner is None:
+            return (
+                "no BenchmarkRun owns this Trial (it has no controller owner reference); Trials "
+                "are created by BenchmarkRuns, so delete it and create a BenchmarkRun instead"
+            )
+        run_body = self.api.get(BENCHMARK_RUNS, namespace, run)
+        if run_body is None:
+            return (
+                f"BenchmarkRun {namespace}/{run} (spec.runRef) does not exist; this Trial will "
+                "never run: delete it"
+            )
+        if str(run_body["metadata"].get("uid", "")) != owner:
+            return (
+                f"BenchmarkRun {namespace}/{run} (spec.runRef) does not own this Trial (its owner "
+                "reference names another object); this Trial will never run: delete it"
+            )
+        return None
 
     def _steps(self, live: _Live, status: TrialStatus) -> TrialStatus:
         executor = live.executor
@@ -331,8 +380,8 @@ class TrialDriver:
                 executor.execute([action])
 
     def _run_builtin_agent(self, live: _Live, status: TrialStatus) -> bool:
-        builtin = live.agent.spec.runtime.builtin
-        if builtin is None or live.agent_ran:
+        runtime = live.agent.spec.runtime
+        if (runtime.builtin is None and runtime.command is None) or live.agent_ran:
             return False
         if status.phase not in (TrialPhase.READY, TrialPhase.AGENT_RUNNING):
             return False
@@ -340,11 +389,42 @@ class TrialDriver:
         if session is None or session.state.value != "Ready" or live.executor.agent_error:
             return False
         live.agent_ran = True
+        if runtime.command is not None:
+            self._run_command_agent(live)
+            return True
         from itbench.execution.benchmark import builtin_runner
 
-        runner = builtin_runner(BuiltinAgent(builtin.name), self.runtime.gateway())
+        assert runtime.builtin is not None
+        runner = builtin_runner(BuiltinAgent(runtime.builtin.name), self.runtime.gateway())
         threaded_agent(runner, self.runtime.config.agent_wall_seconds)(live.executor)
         return True
+
+    def _run_command_agent(self, live: _Live) -> None:
+        """Run a command agent against the gateway on loopback (the agent's failures are its
+        own: a missing program, a crash or a hang fails the trial). It sees its own variables
+        and credentials, not the operator's environment; it runs in the operator's pod, so the
+        command runtime is for trusted agents (untrusted ones run as images)."""
+        from itbench.execution.agents import AgentProblemError, from_command
+        from itbench.execution.runners import command_runner, loopback_url
+
+        command = live.agent.spec.runtime.command
+        assert command is not None
+        meta = live.agent.metadata
+        env = {e.name: e.value for e in command.env}
+        if command.credentials_secret_ref is not None:
+            env.update(
+                self.api.secret_data(meta.namespace or "", command.credentials_secret_ref.name)
+            )
+        try:
+            info = from_command(
+                shlex.join(command.command), name=meta.name, wall_seconds=command.wall_seconds
+            )
+        except AgentProblemError as exc:
+            live.executor.record_agent_error(str(exc))
+            return
+        app = self.runtime.gateway()
+        runner = command_runner(info, lambda: loopback_url(app), extra_env=env, inherit_env=False)
+        runner(live.executor)
 
     def _abort(self, live: _Live, status: TrialStatus, reason: Reason, message: str) -> TrialStatus:
         executor = live.executor
@@ -378,14 +458,23 @@ class TrialDriver:
         self, body: kopf.Body, old: Json, previous: TrialStatus | None, status: TrialStatus
     ) -> None:
         meta = body["metadata"]
-        status = status.model_copy(update={"observed_generation": meta.get("generation")})
+        generation = meta.get("generation")
+        status = status.model_copy(
+            update={
+                "observed_generation": generation,
+                "conditions": _conditions(status, previous, generation),
+                "clock": status.clock or (previous.clock if previous is not None else None),
+            }
+        )
         flipped = previous is None or previous.phase != status.phase
         if flipped:  # the event goes first, so whoever sees the new phase also finds its event
-            warning = status.phase in (TrialPhase.FAILED, TrialPhase.ERRORED)
+            # An agent that fails is the benchmark working (Normal); only what the platform, the
+            # environment or the object itself broke is a Warning.
+            warning = status.phase == TrialPhase.ERRORED and status.reason != Reason.CANCELLED
             self.api.event(
                 _plain(body),
                 status.reason or status.phase.value,
-                f"{status.phase.value}: {status.message}".strip(": "),
+                bounded(f"{status.phase.value}: {status.message}".strip(": "), EVENT_CHARS),
                 warning=warning,
             )
         self.api.patch_status(TRIALS, meta["namespace"], meta["name"], status.wire(), old)
@@ -394,13 +483,15 @@ class TrialDriver:
             self.runtime.metrics.trial_outcomes.labels(
                 phase=status.phase.value, reason=status.reason
             ).inc()
+            if status.scores is not None:
+                self.runtime.metrics.trial_scored(status.scores)
 
     # ---- agent workloads ----------------------------------------------------------------------
     def _publish(self, body: kopf.Body, live: _Live) -> None:
         """Hand an image or external agent its trial: the token Secret, and for images a Job."""
         runtime = live.agent.spec.runtime
         session = live.executor.session()
-        if live.published or runtime.builtin is not None or session is None:
+        if live.published or (runtime.image is None and runtime.external is None) or not session:
             return
         trial = _plain(body)
         namespace = trial["metadata"]["namespace"]
@@ -437,7 +528,7 @@ class TrialDriver:
                 self.runtime.environments.release(uid)
         self.runtime.evidence.forget(uid)
         self.runtime.sessions.close(session_id_for(str(uid)))
-        if agent is not None and agent.spec.runtime.builtin is None:
+        if agent is not None and agent.spec.runtime.kind() in ("image", "external"):
             name = workloads.workload_name(meta["name"])
             if agent.spec.runtime.image is not None:
                 self.api.remove("Job", meta["namespace"], name)
@@ -497,9 +588,10 @@ class TrialDriver:
         live = self._live.get(body["metadata"]["uid"])
         if live is not None:
             return live.agent
-        ref = ((body.get("spec") or {}).get("agentRef") or {}).get("name")
-        if not ref:
+        trial, _ = parse(Trial, body)
+        if trial is None:
             return None
+        ref = trial.spec.agent_ref.name
         agent_body = self.api.get(AGENT_SUBMISSIONS, body["metadata"]["namespace"], ref)
         if agent_body is None:
             return None
@@ -535,14 +627,60 @@ def _invalid_status(status: TrialStatus | None, message: str) -> TrialStatus:
     return base.model_copy(
         update={
             "phase": TrialPhase.ERRORED,
-            "reason": str(Reason.PLATFORM_ERROR),
-            "message": f"platform: the Trial spec is invalid: {message}",
+            "reason": INVALID_SPEC,
+            "message": f"the Trial spec is invalid: {message}; it will never run",
         }
     )
 
 
+def _orphan_status(status: TrialStatus | None, message: str) -> TrialStatus:
+    base = status or TrialStatus()
+    return base.model_copy(
+        update={"phase": TrialPhase.ERRORED, "reason": ORPHANED, "message": f"orphan: {message}"}
+    )
+
+
+def _conditions(
+    status: TrialStatus, previous: TrialStatus | None, generation: int | None
+) -> list[Condition]:
+    """The Trial's standard conditions, derived from its phase.
+
+    Valid: the spec parsed and a run owns the Trial. Ready: the agent may work on the trial now.
+    Complete: the trial has ended (any final phase; the reason and the phase say how).
+    """
+    conditions = list(previous.conditions if previous is not None else status.conditions)
+    phase = status.phase
+    reason = status.reason or phase.value
+    valid = reason not in (INVALID_SPEC, ORPHANED)
+    conditions = condition(
+        conditions,
+        "Valid",
+        valid,
+        "Validated" if valid else reason,
+        "the spec is valid and a BenchmarkRun owns the Trial" if valid else status.message,
+        generation,
+    )
+    ready = phase in (TrialPhase.READY, TrialPhase.AGENT_RUNNING)
+    conditions = condition(
+        conditions,
+        "Ready",
+        ready,
+        reason,
+        "the agent may work on the trial" if ready else f"{phase.value}: {status.message}",
+        generation,
+    )
+    return condition(
+        conditions,
+        "Complete",
+        phase.final,
+        reason,
+        f"{phase.value}: {status.message}" if phase.final else f"in progress ({phase.value})",
+        generation,
+    )
+
+
 def _not_final(status: Any, **_: Any) -> bool:
-    phase = (status or {}).get("phase")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
     return phase not in (TrialPhase.SUCCEEDED, TrialPhase.FAILED, TrialPhase.ERRORED)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import stat
@@ -164,8 +165,26 @@ def test_operator_runs_with_the_bound_service_account_and_agents_get_none(helm: 
     assert pod["securityContext"]["runAsNonRoot"] is True
 
 
-def test_rbac_covers_what_the_operator_touches(helm: Path) -> None:
-    rules = one(render(helm), "ClusterRole")["rules"]
+@pytest.mark.parametrize("values", [(), ALL_ON], ids=["cluster-wide", "two-namespaces"])
+def test_rbac_covers_what_the_operator_touches(helm: Path, values: tuple[str, ...]) -> None:
+    docs = render(helm, *values)
+    cluster_rules = one(docs, "ClusterRole")["rules"]
+    roles = [d for d in docs if d["kind"] == "Role"]
+    if values:
+        assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+        rules = roles[0]["rules"] + cluster_rules
+        cluster_wide = {res for r in cluster_rules for res in r["resources"]}
+        assert not cluster_wide & {"secrets", "serviceaccounts", "jobs", "trials"}, (
+            "with watchNamespaces, namespaced objects are reached only through Roles"
+        )
+        bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+        assert {(b["metadata"]["namespace"], b["roleRef"]["kind"]) for b in bindings} == {
+            ("team-a", "Role"),
+            ("team-b", "Role"),
+        }
+    else:
+        assert roles == []
+        rules = cluster_rules
 
     def allowed(group: str, resource: str, verb: str) -> bool:
         return any(
@@ -200,7 +219,9 @@ def test_container_args_and_env_are_what_the_operator_understands(
         monkeypatch.setenv(env["name"], env["value"])
     settings = Settings()
     assert (settings.gateway.host, settings.gateway.port) == ("0.0.0.0", 8080)
-    assert settings.operator.namespace == NAMESPACE
+    assert settings.operator.bind_address == "0.0.0.0"
+    assert ctx.params["agent_service_account"] == "itbench-agent"
+    assert ctx.params["log_level"] == "info"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == settings.operator.metrics_port
     assert ports["gateway"] == settings.gateway.port
@@ -229,3 +250,90 @@ def test_scenarios_install_brings_the_whole_valid_catalog(helm: Path) -> None:
     assert {d["metadata"]["name"] for d in scenarios} == on_disk
     for doc in scenarios:
         Scenario.model_validate(doc)
+
+
+def test_every_namespaced_object_names_its_namespace(helm: Path) -> None:
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Scenario"}
+    for doc in render(helm, *ALL_ON):
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"].get("namespace"), f"{doc['kind']}/{doc['metadata']['name']}"
+    agents = [d for d in render(helm, *ALL_ON) if d["kind"] == "ServiceAccount"]
+    assert sorted(
+        d["metadata"]["namespace"] for d in agents if d["metadata"]["name"] == "itbench-agent"
+    ) == ["team-a", "team-b"]
+
+
+def _leaves(values: Any, path: str = "") -> list[tuple[str, Any]]:
+    if isinstance(values, dict) and values:
+        return [leaf for k, v in values.items() for leaf in _leaves(v, f"{path}.{k}".lstrip("."))]
+    return [(path, values)]
+
+
+ALTERNATIVES: dict[str, Any] = {
+    "image.pullPolicy": "Always",
+    "operator.logFormat": "text",
+    "operator.logLevel": "debug",
+    "gateway.service.type": "NodePort",
+    "metrics.serviceMonitor.interval": "1m",
+    "scenarios.install": True,
+    "watchNamespaces": ["team-x"],
+    "tolerations": [{"key": "k", "operator": "Exists"}],
+    "affinity": {"nodeAffinity": {}},
+    "nodeSelector": {"disk": "ssd"},
+    "metrics.serviceMonitor.labels": {"release": "x"},
+    "metrics.serviceMonitor.enabled": False,  # on in the baseline, so its settings render
+    "podSecurityContext.seccompProfile.type": "Unconfined",
+    "securityContext.capabilities.drop": ["NET_RAW"],
+}
+"""Values whose type alone does not say what a different valid value is."""
+
+
+def _alternative(path: str, value: Any) -> Any:
+    if path in ALTERNATIVES:
+        return ALTERNATIVES[path]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, str):
+        return f"{value}1" if value else "changed"
+    raise AssertionError(f"no alternative for {path}={value!r}; add one to ALTERNATIVES")
+
+
+def test_every_value_changes_the_rendered_output(helm: Path) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    base = render(helm, "metrics.serviceMonitor.enabled=true")
+    leaves = _leaves(values)
+    assert len(leaves) >= 20
+    unchanged = []
+    for path, value in leaves:
+        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+        args += ["--set-json", "metrics.serviceMonitor.enabled=true"]  # the later one wins
+        args += ["--set-json", f"{path}={json.dumps(_alternative(path, value))}"]
+        docs = [d for d in yaml.safe_load_all(_helm(helm, *args)) if d]
+        if docs == base:
+            unchanged.append(path)
+    assert unchanged == [], "values that reach nothing"
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("gateway.port=70000", "maximum"),
+        ("metrics.port=0", "minimum"),
+        ('watchNamespaces="team-a"', "array"),
+        ('operator={"logLevel": "loud"}', "logLevel"),
+        ('agents={"namespace": "x"}', "namespace"),
+    ],
+    ids=["port-too-high", "port-zero", "string-for-list", "bad-enum", "removed-value"],
+)
+def test_values_schema_refuses_bad_values(helm: Path, value: str, words: str) -> None:
+    result = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART), "--set-json", value],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode != 0 and "values don't meet the specifications" in result.stderr
+    assert words in result.stderr

@@ -91,11 +91,6 @@ def test_every_breakdown_is_given_per_agent(report: Report) -> None:
         assert no_fault is not None and [t.key for t in no_fault.tasks] == ["sre.false-alarm"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="heuristic-sre still reads what changed, which the lived-in baseline makes "
-    "meaningless; it must reason from telemetry",
-)
 def test_agents_are_compared_pairwise_on_the_same_scenarios(report: Report) -> None:
     pairs = {(c.a, c.b) for c in report.comparisons if c.task == "sre.diagnosis"}
     assert pairs == {
@@ -297,11 +292,6 @@ def test_the_cli_table_has_one_row_per_agent_and_one_column_per_task(
     assert "Flagged:" not in text, "no Errored trial changes a number here"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="heuristic-sre still reads what changed, which the lived-in baseline makes "
-    "meaningless; it must reason from telemetry",
-)
 def test_the_cli_flags_a_run_whose_errored_trials_change_pass_at_1(
     run: BenchmarkResult,
 ) -> None:

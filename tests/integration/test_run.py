@@ -406,7 +406,7 @@ def test_plans_give_each_attempt_its_own_seed_and_every_agent_the_same_seeds() -
     )
     by_agent: dict[str, list[int]] = {}
     for plan in plans:
-        by_agent.setdefault(plan.agent.value, []).append(plan.seed)
+        by_agent.setdefault(plan.agent.name, []).append(plan.seed)
     assert by_agent["heuristic-sre"] == by_agent["null"]
     assert len(set(by_agent["null"])) == 3
     assert len({p.uid for p in plans}) == len(plans) == 6
@@ -648,7 +648,8 @@ def test_serve_publishes_one_ready_trial_and_scores_it(tmp_path: Path) -> None:
         run_agent=external_agent(on_ready, wall_seconds=60, poll=no_wait),
         config=EMBEDDED_CONFIG,
     )
-    assert [p[0] for p in published] == ["practice--cart-flagd-failure"]
+    assert [p[0] for p in published] == [trial.executor.ctx.session_id]
+    assert "cart" not in published[0][0], "the id the agent sees does not name the scenario"
     assert final.phase == TrialPhase.SUCCEEDED, final.message
     assert trial.registry.sessions() == [], "the token stops working after the trial"
 

@@ -117,14 +117,45 @@ def test_exclusive_bounds_use_openapi_v3_booleans() -> None:
     ("kind", "scope", "short", "columns"),
     [
         ("Scenario", "Cluster", ["scn"], ["Domain", "Class", "Complexity", "Phase", "Age"]),
-        ("AgentSubmission", "Namespaced", ["agsub"], ["Type", "Level", "Ready", "Age"]),
+        (
+            "AgentSubmission",
+            "Namespaced",
+            ["agsub"],
+            ["Type", "Level", "Ready", "Best diagnosis", "Best mitigation", "Age"],
+        ),
         (
             "BenchmarkRun",
             "Namespaced",
             ["bench", "br"],
-            ["Agent", "Phase", "Progress", "Diagnosis pass@1", "Mitigation pass@1", "Age"],
+            [
+                "Agent",
+                "Phase",
+                "Progress",
+                "Diagnosis pass@1",
+                "Mitigation pass@1",
+                "Age",
+                "Domain",
+                "Errored",
+                "FL-NTAM",
+                "Cost proximity",
+            ],
         ),
-        ("Trial", "Namespaced", ["trl"], ["Scenario", "Attempt", "Phase", "Age"]),
+        (
+            "Trial",
+            "Namespaced",
+            ["trl"],
+            [
+                "Scenario",
+                "Attempt",
+                "Phase",
+                "Reason",
+                "Diagnosis",
+                "Mitigation",
+                "Age",
+                "FinOps diagnosis",
+                "FinOps mitigation",
+            ],
+        ),
     ],
 )
 def test_names_scope_columns_and_status_subresource(
@@ -352,3 +383,64 @@ def test_editor_schemas_cover_every_kind_and_agent_report() -> None:
     assert MitigationReport.model_json_schema()["title"] == "MitigationReport"
     assert PostureReport.__name__ in {m.__name__ for _, m in EDITOR_SCHEMAS}
     assert "status" in structural_schema(Trial)["properties"]
+
+
+# Images and quantities: one grammar, in the CRD (pattern) and in the model the operator parses.
+
+IMAGES_OK = [
+    "ubuntu",
+    "ghcr.io/org/agent:1.0",
+    "localhost:5000/team/agent",
+    "[::1]:5000/a/b:c",
+    "registry.example.org/a__b/c-d.e@sha256:" + "0" * 64,
+]
+IMAGES_BAD = ["", "Org/UPPER", "a:b:c", "-leading", "trailing/", "with space", "a:", "a@sha256:12"]
+QUANTITIES_OK = ["1", "500m", "1.5", "1Gi", "2e3", ".5", "+1k", "100n"]
+QUANTITIES_BAD = ["", "-1", "1.5.5", "1Gb", "one", "1 Gi", "0x10"]
+
+
+def _image_submission(image: str, cpu: str | None = None) -> dict[str, Any]:
+    runtime: dict[str, Any] = {"image": image}
+    if cpu is not None:
+        runtime["resources"] = {"requests": {"cpu": cpu}}
+    return {
+        "apiVersion": "itbench.io/v1alpha1",
+        "kind": "AgentSubmission",
+        "metadata": {"name": "a", "namespace": "n"},
+        "spec": {"agentName": "a", "type": "SRE", "runtime": {"image": runtime}},
+    }
+
+
+def _model_accepts(document: dict[str, Any]) -> bool:
+    try:
+        AgentSubmission.model_validate(document)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("image", "cpu", "ok"),
+    [(i, None, True) for i in IMAGES_OK]
+    + [(i, None, False) for i in IMAGES_BAD]
+    + [("ubuntu", q, True) for q in QUANTITIES_OK]
+    + [("ubuntu", q, False) for q in QUANTITIES_BAD],
+)
+def test_crd_schema_and_model_agree_on_images_and_quantities(
+    image: str, cpu: str | None, ok: bool
+) -> None:
+    document = _image_submission(image, cpu)
+    validator = jsonschema.Draft4Validator(_strict(schema_of("AgentSubmission")))
+    assert (list(validator.iter_errors(document)) == []) is ok
+    assert _model_accepts(document) is ok
+
+
+def test_image_and_quantity_patterns_in_the_crd_are_the_models() -> None:
+    from itbench.core.models.agent_submission import IMAGE_REFERENCE, QUANTITY
+
+    image = schema_of("AgentSubmission")["properties"]["spec"]["properties"]["runtime"][
+        "properties"
+    ]["image"]["properties"]
+    assert image["image"]["pattern"] == IMAGE_REFERENCE
+    cpu = image["resources"]["properties"]["requests"]["properties"]["cpu"]
+    assert (cpu["type"], cpu["pattern"]) == ("string", QUANTITY)

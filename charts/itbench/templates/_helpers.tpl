@@ -24,6 +24,11 @@ app.kubernetes.io/component: operator
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
-{{- define "itbench.agentNamespace" -}}
-{{ .Values.agents.namespace | default .Release.Namespace }}
+{{- /* Namespaces that get the agents' ServiceAccount (and, when watched, the operator's Role). */ -}}
+{{- define "itbench.agentNamespaces" -}}
+{{- if .Values.watchNamespaces -}}
+{{- join "," .Values.watchNamespaces -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
 {{- end -}}

@@ -215,4 +215,9 @@ class TelemetryToggles(ApiModel):
 class LocalObjectReference(ApiModel):
     """A reference to an object by name (in the same namespace)."""
 
-    name: str = Field(description="Name of the referenced object.", min_length=1)
+    name: str = Field(
+        description="Name of the referenced object (DNS-1123 subdomain).",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+    )

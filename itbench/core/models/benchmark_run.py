@@ -90,13 +90,20 @@ class EnvironmentSpec(ApiModel):
         default=EnvironmentType.SIMULATOR,
         description="simulator (the embedded digital twin) or cluster (a live cluster).",
     )
-    capacity: int = Field(
-        default=1,
+    capacity: int | None = Field(
+        default=None,
         ge=1,
         le=64,
-        description="Trials the environment can host at once (a live cluster hosts one per "
-        "application copy).",
+        description="Trials the environment can host at once. Unset: the simulator hosts as many "
+        "as spec.concurrency asks for, a live cluster one (it hosts one per application copy).",
     )
+
+    def slots(self, concurrency: int) -> int:
+        """Trials that may run at once under a run's concurrency."""
+        if self.capacity is not None:
+            return min(concurrency, self.capacity)
+        return concurrency if self.type == EnvironmentType.SIMULATOR else 1
+
     kubeconfig_secret_ref: LocalObjectReference | None = Field(
         default=None, description="For a remote cluster: Secret with a kubeconfig key."
     )
@@ -122,7 +129,12 @@ class BenchmarkRunSpec(ApiModel):
     environment: EnvironmentSpec = Field(
         default_factory=EnvironmentSpec, description="Where trials run."
     )
-    concurrency: int = Field(default=1, ge=1, le=64, description="Trials running at once.")
+    concurrency: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Trials running at once (bounded by environment.capacity when set).",
+    )
     allow_oracle: bool = Field(
         default=False,
         description="Allow the oracle agent, which reads the ground truth (grader checks only).",
@@ -134,24 +146,50 @@ class BenchmarkRunSpec(ApiModel):
 
 
 class RunPhase(StrEnum):
-    """Lifecycle of a BenchmarkRun."""
+    """Lifecycle of a BenchmarkRun.
+
+    Every final phase but Cancelled means all trials finished; they differ in what the agent did:
+    Succeeded (it passed at least one trial), Failed (it passed none and failed at least one),
+    Errored (the platform could run none of its trials).
+    """
 
     PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    ERRORED = "Errored"
     CANCELLED = "Cancelled"
     INVALID = "Invalid"
 
+    @property
+    def final(self) -> bool:
+        """Whether the run has ended (Invalid runs may still be fixed)."""
+        return self in (RunPhase.SUCCEEDED, RunPhase.FAILED, RunPhase.ERRORED, RunPhase.CANCELLED)
+
 
 class RunSummary(ApiModel):
-    """The report's headline numbers (fractions in [0, 1], times in seconds)."""
+    """The report's headline numbers, rounded for display (fractions in [0, 1] to 4 decimals,
+    times in seconds to 0.1 s); the report in status.reportRef keeps full precision."""
 
-    diagnosis_pass_at_1: float | None = Field(default=None, description="SRE diagnosis pass@1.")
-    mitigation_pass_at_1: float | None = Field(default=None, description="SRE mitigation pass@1.")
-    fl_ntam: float | None = Field(default=None, description="Mean fault-localization NTAM.")
-    fpc_ntam: float | None = Field(default=None, description="Mean propagation-chain NTAM.")
-    mttd_seconds: float | None = Field(default=None, description="Mean time to diagnosis.")
-    mttr_seconds: float | None = Field(default=None, description="Mean time to repair.")
+    domain: Domain | None = Field(
+        default=None, description="The persona of the run's agent; the pass@1 fields are its tasks."
+    )
+    diagnosis_pass_at_1: float | None = Field(
+        default=None, description="Diagnosis pass@1 of the run's persona (SRE or FinOps)."
+    )
+    mitigation_pass_at_1: float | None = Field(
+        default=None, description="Mitigation pass@1 of the run's persona (SRE or FinOps)."
+    )
+    fl_ntam: float | None = Field(default=None, description="SRE: mean fault-localization NTAM.")
+    fpc_ntam: float | None = Field(default=None, description="SRE: mean propagation-chain NTAM.")
+    mttd_seconds: float | None = Field(default=None, description="SRE: mean time to diagnosis.")
+    mttr_seconds: float | None = Field(default=None, description="SRE: mean time to repair.")
+    cost_proximity: float | None = Field(
+        default=None, description="FinOps: mean proximity to the optimal cost (1 = optimal)."
+    )
+    efficiency_proximity: float | None = Field(
+        default=None, description="FinOps: mean proximity to the optimal utilisation."
+    )
     resolution_rate: float | None = Field(
         default=None, description="End-to-end resolution rate of the agent's persona."
     )
@@ -174,8 +212,17 @@ class BenchmarkRunStatus(ApiModel):
     report_ref: str | None = Field(
         default=None, description="Where the full report is stored (e.g. configmap/<name>)."
     )
-    started_at: str | None = Field(default=None, description="When the first trial started.")
-    finished_at: str | None = Field(default=None, description="When the last trial finished.")
+    started_at: str | None = Field(
+        default=None, description="When the first trial started (wall clock, RFC 3339)."
+    )
+    finished_at: str | None = Field(
+        default=None, description="When the last trial finished (wall clock, RFC 3339)."
+    )
+    accepted_spec: BenchmarkRunSpec | None = Field(
+        default=None,
+        description="The spec the run started with. Later changes other than spec.cancel are "
+        "refused whole (condition SpecAccepted=False) and the run goes on with this spec.",
+    )
     observed_generation: int | None = Field(default=None, description="Last reconciled generation.")
     conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
 

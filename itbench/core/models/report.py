@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from itbench.core.models.agent_record import AgentInfo, AgentUsage, ModelUsage
 from itbench.core.models.base import ApiModel, Complexity, Domain
 from itbench.core.models.scenario import ParameterValue, Split
 from itbench.core.models.trial import CollateralChange, TrialPhase, TrialScores
@@ -59,6 +60,16 @@ class TrialRecord(ApiModel):
         default="",
         description="Digest of the catalog the scenario came from: sha256 of the canonical JSON "
         "of every scenario file, sorted (empty when not recorded).",
+    )
+    agent_info: AgentInfo | None = Field(
+        default=None,
+        description="The agent as the run recorded it: name, version, runtime, what ran and "
+        "its arguments (None in records that predate it).",
+    )
+    usage: ModelUsage | None = Field(
+        default=None,
+        description="Model calls, tokens, model latency and estimated cost of the trial, from "
+        "the trajectory the agent reported (None: it reported none).",
     )
 
     @field_validator("phase")
@@ -381,6 +392,11 @@ class Report(ApiModel):
         default=None,
         description="The catalog digest every trial records; absent when they differ or none "
         "is recorded.",
+    )
+    agent_usage: list[AgentUsage] = Field(
+        default_factory=list,
+        description="Each agent of the trials (name, version, what ran) with its model calls, "
+        "tokens and estimated cost summed over its trials.",
     )
 
     def task(self, key: str) -> TaskMetric | None:

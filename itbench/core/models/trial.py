@@ -46,7 +46,7 @@ class TrialSpec(ApiModel):
 
     run_ref: LocalObjectReference = Field(description="The owning BenchmarkRun.")
     agent_ref: LocalObjectReference = Field(description="The AgentSubmission.")
-    scenario: str = Field(description="Scenario name.", min_length=1)
+    scenario: str = Field(description="Scenario name.", min_length=1, max_length=253)
     attempt: int = Field(ge=0, le=99, description="Attempt index, 0-based.")
     seed: int = Field(ge=0, description="Seed of this attempt's environment.")
     telemetry: TelemetryToggles = Field(
@@ -205,6 +205,13 @@ class TrialStatus(ApiModel):
     )
     agent_output: AgentOutput | None = Field(default=None, description="What the agent submitted.")
     scores: TrialScores | None = Field(default=None, description="Scores, once evaluated.")
+    clock: Literal["virtual", "wall"] | None = Field(
+        default=None,
+        description="Where the times of timeline, readyAt and the agent's reports come from: "
+        "virtual (the simulator's own clock, which starts at 2026-01-01T00:00:00Z and runs "
+        "faster than real time) or wall (real time, a live cluster). Conditions always use "
+        "wall time.",
+    )
     trajectory_ref: str | None = Field(
         default=None, description="Where the audit trail of the agent's calls is stored."
     )

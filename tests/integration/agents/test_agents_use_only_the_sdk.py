@@ -34,5 +34,10 @@ def test_agents_import_only_the_sdk() -> None:
 
 
 def test_every_builtin_agent_is_registered() -> None:
+    from itbench.execution.agents import load_definition, registered
+
     assert sorted(BUILTIN_AGENTS) == sorted(a.value for a in BuiltinAgent)
-    assert all(callable(run) for run in BUILTIN_AGENTS.values())
+    entries = registered()
+    assert {a.value for a in BuiltinAgent} <= set(entries)
+    for agent in BuiltinAgent:
+        assert load_definition(entries[agent.value].target).run is BUILTIN_AGENTS[agent.value]

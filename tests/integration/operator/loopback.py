@@ -51,6 +51,8 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     status_subresource: bool = False
     printer_columns: tuple[Mapping[str, Any], ...] = ()
+    categories: tuple[str, ...] = ()
+    schema: Mapping[str, Any] | None = None
 
     @property
     def api_version(self) -> str:
@@ -68,6 +70,7 @@ class ResourceType:
                 "kind": self.kind,
                 "verbs": verbs,
                 "shortNames": list(self.short_names),
+                **({"categories": list(self.categories)} if self.categories else {}),
             }
         ]
         if self.status_subresource:
@@ -123,6 +126,17 @@ BUILTINS = (
         ("netpol",),
     ),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role"),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, "clusterrole"
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        False,
+        "clusterrolebinding",
+    ),
     ResourceType(
         "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"
     ),
@@ -366,9 +380,7 @@ def _cell(value: Any, column: Mapping[str, Any]) -> Any:
         return None
     if column.get("type") == "date" and isinstance(value, str):
         return _age(value)
-    if column.get("type") == "number" and isinstance(value, float):
-        return round(value, 3)
-    return value
+    return value  # numbers as stored, as kube-apiserver sends them
 
 
 # ---- the server ------------------------------------------------------------------------------
@@ -487,6 +499,8 @@ class LoopbackApi:
             short_names=tuple(names.get("shortNames", [])),
             status_subresource="status" in (version.get("subresources") or {}),
             printer_columns=tuple(version.get("additionalPrinterColumns", [])),
+            categories=tuple(names.get("categories", [])),
+            schema=(version.get("schema") or {}).get("openAPIV3Schema"),
         )
         with self._lock:
             self._types[(rtype.group, rtype.plural)] = rtype
@@ -704,7 +718,15 @@ class LoopbackApi:
                     return await self._watch(request, target)
                 return self._list(request, target)
             with self._lock:
-                return web.json_response(self._find(target))
+                found = self._find(target)
+                rv = str(self._rv)
+            if "as=Table" in request.headers.get("Accept", ""):
+                return web.json_response(self._table(target.rtype, [found], rv))
+            return web.json_response(found)
+        if request.query.get("dryRun") == "All" or (
+            request.method == "DELETE" and await self._delete_options_dry_run(request)
+        ):
+            return await self._dry_run(request, target)
         if method == "POST":
             if target.name is not None:
                 raise ApiError(405, "MethodNotAllowed", "POST to an object path")
@@ -765,6 +787,48 @@ class LoopbackApi:
                 return web.json_response(self._delete(target))
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
 
+    @staticmethod
+    async def _delete_options_dry_run(request: web.Request) -> bool:
+        # kubectl delete --dry-run=server sends DeleteOptions in the body, not a query parameter.
+        if not request.can_read_body:
+            return False
+        with contextlib.suppress(ValueError):
+            options = await request.json()
+            return isinstance(options, dict) and "All" in (options.get("dryRun") or [])
+        return False
+
+    async def _dry_run(self, request: web.Request, target: _Target) -> web.StreamResponse:
+        # As kube-apiserver: the request is checked and answered; nothing is stored or watched.
+        body = await request.json() if request.method not in ("DELETE", "GET") else None
+        with self._lock:
+            saved = (copy.deepcopy(self._objects), len(self._history), self._rv, self._changed)
+            self._changed = None
+            try:
+                obj, code = self._write(request.method, request.content_type, target, body)
+            finally:
+                self._objects, length, self._rv, self._changed = saved
+                del self._history[length:]
+        return web.json_response(obj, status=code)
+
+    def _write(self, method: str, ctype: str, target: _Target, body: Any) -> tuple[Json, int]:
+        if method == "POST":
+            return self._store(target.rtype, target.namespace, body), 201
+        current = self._find(target)
+        if method == "PUT":
+            return self._replace(target, current, body), 200
+        if method == "PATCH":
+            if ctype == "application/json-patch+json" or isinstance(body, list):
+                patched = json_patch(current, body)
+            else:
+                patched = merge_patch(current, body)
+                patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
+                    "resourceVersion"
+                ]
+            return self._replace(target, current, patched), 200
+        if method == "DELETE":
+            return current, 200
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
+
     def _discovery(self, parts: list[str]) -> Json | None:
         with self._lock:
             types = list(self._types.values())
@@ -814,7 +878,8 @@ class LoopbackApi:
 
     @staticmethod
     def _openapi(parts: list[str], types: list[ResourceType]) -> Json | None:
-        # Just enough OpenAPI v3 for kubectl to see that the server validates fields itself.
+        # OpenAPI v3: the operations kubectl looks for (the server validates fields itself) and
+        # the schemas of the served CRDs.
         versions = sorted(
             {("api/v1" if not t.group else f"apis/{t.group}/{t.version}") for t in types}
         )
@@ -824,6 +889,7 @@ class LoopbackApi:
         if wanted not in versions:
             return None
         paths: Json = {}
+        schemas: Json = {}
         for t in types:
             prefix = "api/v1" if not t.group else f"apis/{t.group}/{t.version}"
             if prefix != wanted:
@@ -842,7 +908,18 @@ class LoopbackApi:
                 "put": operation,
             }
             paths[f"/{prefix}{scope}/{t.plural}"] = {"post": operation}
-        return {"openapi": "3.0.0", "info": {"title": "loopback", "version": "v1"}, "paths": paths}
+            if t.schema is not None:
+                # As kube-apiserver publishes a CRD's schema (so `kubectl explain` reads it).
+                schema = copy.deepcopy(dict(t.schema))
+                schema["x-kubernetes-group-version-kind"] = [gvk]
+                reverse = ".".join(reversed(t.group.split(".")))
+                schemas[f"{reverse}.{t.version}.{t.kind}"] = schema
+        return {
+            "openapi": "3.0.0",
+            "info": {"title": "loopback", "version": "v1"},
+            "paths": paths,
+            "components": {"schemas": schemas},
+        }
 
     @staticmethod
     def _group(name: str, versions: list[str]) -> Json:
@@ -954,6 +1031,16 @@ class LoopbackApi:
         since = query.get("resourceVersion", "")
         initial = query.get("sendInitialEvents") in ("1", "true")
         key = (target.rtype.group, target.rtype.plural)
+        as_table = "as=Table" in request.headers.get("Accept", "")
+
+        def shown(obj: Json) -> Json:
+            # kube-apiserver sends each watched object as a one-row Table when asked for one.
+            return (
+                self._table(target.rtype, [obj], obj["metadata"]["resourceVersion"])
+                if as_table
+                else obj
+            )
+
         response = web.StreamResponse(
             status=200, headers={"Content-Type": "application/json", "Cache-Control": "no-cache"}
         )
@@ -967,7 +1054,8 @@ class LoopbackApi:
         with self._lock:
             if since in ("", "0") or initial:
                 pending = [
-                    {"type": "ADDED", "object": obj} for obj in self._matching(request, target)
+                    {"type": "ADDED", "object": shown(obj)}
+                    for obj in self._matching(request, target)
                 ]
                 last = self._rv
             else:
@@ -1007,7 +1095,7 @@ class LoopbackApi:
                     if fields and not field_selector_matches(fields, obj):
                         continue
                     await response.write(
-                        json.dumps({"type": event.type, "object": obj}).encode() + b"\n"
+                        json.dumps({"type": event.type, "object": shown(obj)}).encode() + b"\n"
                     )
                 if not events and changed is not None:
                     wait = BOOKMARK_SECONDS

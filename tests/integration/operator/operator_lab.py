@@ -21,7 +21,7 @@ from itbench.core.runner import RunnerConfig
 from itbench.environments.port import EnvironmentFailure
 from itbench.gateway.sessions import SessionRegistry
 from itbench.operator.app import run_operator
-from itbench.operator.kubeapi import KubeApi
+from itbench.operator.kubeapi import KubeApi, owner_reference
 from itbench.operator.runtime import (
     EnvironmentFactory,
     EnvironmentRegistry,
@@ -242,6 +242,13 @@ def benchmark_run(name: str, agent_name: str, scenarios: list[str], **spec: Any)
         "metadata": {"name": name, "namespace": NS},
         "spec": {"agentRef": {"name": agent_name}, "scenarios": {"names": scenarios}, **spec},
     }
+
+
+def run_owner(cluster: Cluster, run: str, namespace: str = NS) -> list[dict[str, Any]]:
+    """The ownerReferences a Trial of `run` carries (the run must exist)."""
+    body = cluster.get("benchmarkruns", run, namespace)
+    assert body is not None, f"BenchmarkRun {namespace}/{run} does not exist"
+    return [owner_reference(body)]
 
 
 def status_of(lab: Lab, plural: str, name: str) -> dict[str, Any]:

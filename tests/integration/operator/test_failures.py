@@ -58,13 +58,17 @@ async def test_agent_that_never_reports_fails_its_trial_at_the_time_limit(lab: L
     assert sa is not None and sa["automountServiceAccountToken"] is False
 
     await until(
-        lambda: status_of(lab, "benchmarkruns", "silent").get("phase") == "Succeeded",
-        what="the run complete",
+        lambda: status_of(lab, "benchmarkruns", "silent").get("phase") == "Failed",
+        what="the run complete: the agent passed nothing",
     )
     (trial,) = trials_of(lab, "silent")
     assert trial["status"]["phase"] == "Failed"
     assert trial["status"]["reason"] == "AgentTimeout"
     assert status_of(lab, "benchmarkruns", "silent")["summary"]["failed"] == 1
+    events = lab.cluster.events(trial["metadata"]["name"])
+    timeout = [e for e in events if e["reason"] == "AgentTimeout"]
+    assert timeout and {e["type"] for e in timeout} == {"Normal"}, "an agent failing is Normal"
+    assert all(len(e["message"]) <= 240 for e in events)
     assert lab.cluster.server.get("batch", "jobs", NS, job_name) is None
     assert lab.cluster.server.get("", "secrets", NS, job_name) is None
 
@@ -82,8 +86,8 @@ async def test_environment_that_cannot_inject_errors_the_trial_and_the_run_compl
         )
     )
     await until(
-        lambda: status_of(lab, "benchmarkruns", "noinject").get("phase") == "Succeeded",
-        what="the run complete",
+        lambda: status_of(lab, "benchmarkruns", "noinject").get("phase") == "Errored",
+        what="the run complete: the platform ran no trial",
     )
     trials = trials_of(lab, "noinject")
     assert [t["status"]["phase"] for t in trials] == ["Errored", "Errored"]

@@ -11,7 +11,8 @@ import pytest
 from operator_lab import Lab, agent, ready_agent
 from prometheus_client import generate_latest
 
-from itbench.operator.logs import JsonFormatter
+from itbench.core.models.trial import TrialScores
+from itbench.operator.logs import JsonFormatter, RoutineToDebug
 from itbench.operator.metrics import OperatorMetrics
 
 
@@ -62,3 +63,74 @@ def test_json_log_lines_carry_identifiers_from_extra() -> None:
     assert line["message"] == "environment lost"
     assert line["level"] == "WARNING" and line["trial"] == "run-a-0"
     assert line["logger"] == "itbench.operator"
+
+
+def _kopf_record(message: str, level: int = logging.INFO) -> logging.LogRecord:
+    record = logging.LogRecord("kopf.objects", level, __file__, 1, message, (), None)
+    record.settings = object()  # Kopf's OperatorSettings ride along on every object record
+    record.k8s_skip = False
+    record.k8s_ref = {"kind": "Trial", "namespace": "default", "name": "t-1"}
+    return record
+
+
+def test_routine_kopf_lines_go_to_debug_and_records_carry_no_settings() -> None:
+    at_info = RoutineToDebug(logging.INFO)
+    routine = _kopf_record("Timer 'advance' succeeded.")
+    assert not at_info.filter(routine) and routine.levelname == "DEBUG"
+    assert RoutineToDebug(logging.DEBUG).filter(_kopf_record("Timer 'advance' succeeded."))
+    waiting = _kopf_record(
+        "Handler 'release-trials' failed temporarily: waiting for 3 trials to release their "
+        "environments",
+        logging.ERROR,
+    )
+    assert at_info.filter(waiting) and waiting.levelname == "INFO", "a deletion is no error"
+    failure = _kopf_record("Timer 'advance' failed with an exception. Will retry.", logging.ERROR)
+    assert at_info.filter(failure)
+    line = json.loads(JsonFormatter().format(failure))
+    assert line["object"] == "Trial default/t-1"
+    assert not {"settings", "k8s_skip", "k8s_ref"} & set(line)
+    uvicorn = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, "Started", (), None)
+    uvicorn.color_message = "\x1b[32mStarted\x1b[0m"
+    assert "color_message" not in json.loads(JsonFormatter().format(uvicorn))
+
+
+def test_counters_have_series_at_zero_and_the_process_is_measured() -> None:
+    metrics = OperatorMetrics()
+    sample = metrics.registry.get_sample_value
+    for kind in ("Scenario", "AgentSubmission", "BenchmarkRun", "Trial"):
+        assert sample("itbench_operator_reconcile_errors_total", {"kind": kind}) == 0
+    assert (
+        sample(
+            "itbench_operator_trial_outcomes_total",
+            {"phase": "Errored", "reason": "InjectionFailed"},
+        )
+        == 0
+    )
+    assert (
+        sample(
+            "itbench_operator_trial_task_results_total", {"task": "diagnosis", "result": "passed"}
+        )
+        == 0
+    )
+    assert (sample("process_resident_memory_bytes") or 0) > 0
+    text = generate_latest(metrics.registry).decode()
+    assert "python_gc_collections_total" in text and "python_info" in text
+
+
+def test_a_scored_trial_counts_its_tasks() -> None:
+    metrics = OperatorMetrics()
+    metrics.trial_scored(
+        TrialScores.model_validate(
+            {
+                "profile": "default@2",
+                "diagnosis": {"passed": True, "flNtam": 0.75, "fpcNtam": 0.5},
+                "mitigation": {"passed": False},
+            }
+        )
+    )
+    sample = metrics.registry.get_sample_value
+    passed = {"task": "diagnosis", "result": "passed"}
+    assert sample("itbench_operator_trial_task_results_total", passed) == 1
+    failed = {"task": "mitigation", "result": "failed"}
+    assert sample("itbench_operator_trial_task_results_total", failed) == 1
+    assert sample("itbench_operator_trial_ntam_ratio_sum", {"kind": "fl"}) == 0.75

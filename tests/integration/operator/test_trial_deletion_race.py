@@ -8,7 +8,7 @@ from typing import Any
 
 import kopf
 import pytest
-from operator_lab import FAST, NS, Cluster, agent
+from operator_lab import FAST, NS, Cluster, agent, benchmark_run, run_owner
 
 from itbench.core.models.base import LocalObjectReference
 from itbench.core.models.trial import TrialSpec
@@ -63,13 +63,19 @@ def test_a_deletion_during_an_injecting_tick_waits_and_then_removes_the_fault(
         attempt=0,
         seed=1,
     )
+    cluster.apply(benchmark_run("r", "a", [SCENARIO]))
     cluster.api.create(
         TRIALS,
         NS,
         {
             "apiVersion": "itbench.io/v1alpha1",
             "kind": "Trial",
-            "metadata": {"name": "r-t-0", "namespace": NS, "annotations": {ADMITTED: "true"}},
+            "metadata": {
+                "name": "r-t-0",
+                "namespace": NS,
+                "annotations": {ADMITTED: "true"},
+                "ownerReferences": run_owner(cluster, "r"),
+            },
             "spec": spec.wire(),
         },
     )

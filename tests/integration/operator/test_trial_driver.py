@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from operator_lab import FAST, NS, Cluster, agent, benchmark_run, new_lab
+from operator_lab import FAST, NS, Cluster, agent, benchmark_run, new_lab, run_owner
 
 from itbench.operator.bodies import ADMITTED
 from itbench.operator.runtime import OperatorRuntime
@@ -30,6 +30,7 @@ def _trial(cluster: Cluster) -> dict[str, Any]:
             "namespace": NS,
             "annotations": {ADMITTED: "true"},
             "labels": {"itbench.io/run": "r"},
+            "ownerReferences": run_owner(cluster, "r"),
         },
         "spec": {
             "runRef": {"name": "r"},

@@ -44,7 +44,7 @@ def test_levels_map_to_complexity() -> None:
 
 
 def test_runtime_requires_exactly_one_kind() -> None:
-    with pytest.raises(ValidationError, match="exactly one of image, external or builtin"):
+    with pytest.raises(ValidationError, match="exactly one of image, external, builtin or command"):
         AgentRuntime.model_validate({"external": {}, "builtin": {"name": "oracle"}})
     assert AgentRuntime.model_validate({"builtin": {"name": "oracle"}}).kind() == "builtin"
 
