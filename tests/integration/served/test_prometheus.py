@@ -95,13 +95,16 @@ def test_a_fault_made_with_kubectl_fires_in_prometheus_what_the_twin_fires(
     assert ("NoRequests", "cart") in firing
     # The same answer reaches a client through the API server's Service proxy, as on a cluster.
     ref = prometheus_service()
-    raw = kubectl("get", "--raw", f"{ref.proxy_path()}/api/v1/alerts").stdout
-    proxied = {
-        (a["labels"]["alertname"], a["labels"].get("service_name", ""))
-        for a in json.loads(raw)["data"]["alerts"]
-        if a["state"] == "firing"
-    }
-    assert ("NoRequests", "cart") in proxied
+
+    def proxied() -> set[tuple[str, str]]:
+        raw = kubectl("get", "--raw", f"{ref.proxy_path()}/api/v1/alerts").stdout
+        return {
+            (a["labels"]["alertname"], a["labels"].get("service_name", ""))
+            for a in json.loads(raw)["data"]["alerts"]
+            if a["state"] == "firing"
+        }
+
+    eventually(lambda: ("NoRequests", "cart") in proxied(), "the alert through the proxy")
     kubectl("patch", "deployment", "cart", "-n", NS, "-p", '{"spec":{"replicas":1}}')
     eventually(
         lambda: ("NoRequests", "cart") not in _firing(str(cluster.prometheus_url)) or None,
