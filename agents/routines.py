@@ -14,6 +14,16 @@ RESERVE_SECONDS = 30.0
 """Time kept back before the deadline for the last reports and FINISHED."""
 
 
+def task_seed(task: TaskDescription) -> str:
+    """A seed for an agent's random choices from what the task shows (its namespace, domain,
+    alerts and requirement), so the same incident gets the same choices in every run; the trial
+    id is random per run and would not."""
+    alerts = sorted(
+        (a.alertname, sorted((str(k), str(v)) for k, v in a.labels.items())) for a in task.alerts
+    )
+    return f"{task.namespace}/{task.domain}/{alerts}/{task.requirement}"
+
+
 def begin(client: ITBenchClient) -> TaskDescription:
     """Take the Ready trial, report STARTED and return the task.
 

@@ -1,13 +1,14 @@
 """The random agent: names a random workload as the root cause and restarts a random one.
 
-Its choices are seeded by the trial id, so the same trial gets the same guesses.
+Its choices are seeded by what the task shows (namespace, domain, alerts), so the same
+incident gets the same guesses in every run.
 """
 
 from __future__ import annotations
 
 import random
 
-from agents.routines import begin, finish
+from agents.routines import begin, finish, task_seed
 from itbench.client import (
     ActionVerb,
     AgentAction,
@@ -29,7 +30,7 @@ def run(client: ITBenchClient) -> None:
         client: The SDK client holding the trial's token.
     """
     task = begin(client)
-    rng = random.Random(task.trial_id)
+    rng = random.Random(task_seed(task))
     if task.domain == Domain.CISO:
         client.submit_posture(PostureReport(reasoning="random: no assessment"))
         finish(client)

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agents.routines import begin, finish, ref
+from agents.routines import begin, finish, ref, task_seed
 from itbench.client import (
     ActionVerb,
     AgentAction,
@@ -32,7 +32,15 @@ SERVICE_LABELS = ("service_name", "deployment", "service", "workload", "consumer
 """Alert labels that name the workload an alert is about."""
 FLAGD_CONFIGMAP = "flagd-config"
 FLAGD_KEY = "demo.flagd.json"
-INJECTOR_KINDS = ("NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos")
+INJECTOR_KINDS = (
+    "NetworkChaos",
+    "PodChaos",
+    "StressChaos",
+    "HTTPChaos",
+    "JVMChaos",
+    "IOChaos",
+    "Schedule",
+)
 
 Strategy = Callable[[ITBenchClient], None]
 
@@ -178,11 +186,11 @@ def claim_only(client: ITBenchClient) -> None:
 
 
 def random_guess(client: ITBenchClient) -> None:
-    """Names a random workload and restarts another random one (seeded by the trial)."""
+    """Names a random workload and restarts another random one (seeded by what the task shows)."""
     task = begin(client)
     if _skip_ciso(client, task):
         return
-    rng = random.Random(task.trial_id)
+    rng = random.Random(task_seed(task))
     workloads = sorted(_meta(d).get("name", "") for d in _names(client, "deployments"))
     if workloads:
         guess = rng.choice(list(FaultCategory))
@@ -375,7 +383,7 @@ def fingerprint(client: ITBenchClient) -> None:
         return
     best = min(rank for rank, *_ in found)
     candidates = sorted((k, n, r) for rank, k, n, r in found if rank == best)
-    kind, name, remedy = random.Random(task.trial_id).choice(candidates)
+    kind, name, remedy = random.Random(task_seed(task)).choice(candidates)
     _diagnose(client, [(kind, name)], f"the injector left {ref(kind, name)} behind", _by_kind)
     done: list[str] = []
     if remedy == "delete":

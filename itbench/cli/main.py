@@ -16,6 +16,7 @@ from itbench.cli.run import run_command
 from itbench.cli.scenarios import scenarios
 from itbench.cli.serve import serve_command
 from itbench.cli.twin import twin
+from itbench.cli.validity import validity_command
 from itbench.cli.version import version
 from itbench.settings import Settings, load_settings
 
@@ -26,6 +27,7 @@ COMMANDS: list[click.Command] = [
     crds,
     report_group,
     run_command,
+    validity_command,
     agents,
     operator,
     serve_command,

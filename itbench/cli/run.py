@@ -46,7 +46,7 @@ from itbench.execution.embedded import (
     resume_benchmark,
     run_benchmark,
 )
-from itbench.execution.plan import DEFAULT_AGENTS, TrialPlan
+from itbench.execution.plan import TrialPlan
 from itbench.reports.tables import (
     DIMENSIONS,
     FLAG_NOTE,
@@ -89,10 +89,17 @@ def agent_args(
     return args
 
 
+DEFAULT_RUN_AGENTS = ("heuristic-sre", "heuristic-finops", "null", "alert-echo")
+"""What `itbench run` benchmarks without --agent: the baselines between a floor (null) and a cheap
+strategy (alert-echo names whatever the alert names), so the table shows what skill adds; the
+oracle joins them with --allow-oracle."""
+
+
 def choose_agents(
     names: Sequence[str],
     commands: Sequence[str],
     *,
+    defaults: Sequence[str] = DEFAULT_RUN_AGENTS,
     args: dict[str, str],
     wall_seconds: float | None,
     name: str | None,
@@ -110,7 +117,7 @@ def choose_agents(
         raise BadInput("--agent-name names one agent; give exactly one --agent or --agent-cmd")
     chosen: list[AgentInfo] = []
     try:
-        for spec in names or ([] if commands else [a.value for a in DEFAULT_AGENTS]):
+        for spec in names or ([] if commands else list(defaults)):
             chosen.append(
                 resolve(spec, args=args, wall_seconds=wall_seconds, name=name, strict=False)
             )
@@ -300,7 +307,8 @@ def _registered_names() -> str:
     metavar="NAME|MODULE:FUNCTION",
     help="Agent to benchmark (repeatable): a registered name (`itbench agents list`) or a "
     "callable module:function taking the SDK client, run in-process "
-    "[default: heuristic-sre, heuristic-finops].",
+    "[default: heuristic-sre, heuristic-finops, null and alert-echo, and the oracle with "
+    "--allow-oracle].",
 )
 @click.option(
     "--agent-cmd",
@@ -507,6 +515,10 @@ def run_command(
             chosen_agents = choose_agents(
                 agents,
                 agent_cmds,
+                defaults=(
+                    *DEFAULT_RUN_AGENTS,
+                    *((BuiltinAgent.ORACLE.value,) if allow_oracle else ()),
+                ),
                 args=args,
                 wall_seconds=agent_timeout,
                 name=agent_name,

@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from itbench.core.catalog import Catalog, CatalogError
+from itbench.core.catalog import Catalog, CatalogError, Variants, validate_template
 from itbench.core.complexity import effective_complexity
 from itbench.core.models.agent_submission import AgentSubmission, AgentSubmissionStatus
 from itbench.core.models.base import API_VERSION, GROUP, VERSION, Domain, LocalObjectReference
@@ -26,11 +26,18 @@ from itbench.core.models.benchmark_run import (
     RunSummary,
 )
 from itbench.core.models.report import Report, TrialRecord
-from itbench.core.models.scenario import Scenario, ScenarioPhase, ScenarioStatus
+from itbench.core.models.scenario import (
+    ParameterValue,
+    Scenario,
+    ScenarioPhase,
+    ScenarioStatus,
+    Split,
+)
 from itbench.core.models.trial import TrialPhase, TrialSpec, TrialStatus
 from itbench.core.scoring.aggregate import build_report, headline
 from itbench.core.scoring.profile import DEFAULT_PROFILE
 from itbench.core.tasks import tasks_for
+from itbench.core.variants import instance_seed
 from itbench.execution.plan import trial_seed
 from itbench.operator.bodies import (
     ADMITTED,
@@ -43,6 +50,7 @@ from itbench.operator.bodies import (
     parse,
     parsed_status,
     problem_text,
+    scenario_document,
     source,
 )
 from itbench.operator.kubeapi import (
@@ -98,16 +106,21 @@ def _validated(body: Mapping[str, Any]) -> ScenarioStatus | None:
     return status
 
 
-def _ready_scenarios(runtime: OperatorRuntime) -> dict[str, Scenario]:
-    scenarios: dict[str, Scenario] = {}
+def _ready_scenarios(runtime: OperatorRuntime) -> dict[str, Variants]:
+    """The Ready Scenarios by name, each with every instance of its template."""
+    scenarios: dict[str, Variants] = {}
     for body in runtime.api.list_objects(SCENARIOS):
         status = parsed_status(ScenarioStatus, body)
         if status is None or status.phase != ScenarioPhase.READY:
             continue
-        scenario, _ = parse(Scenario, body)
-        if scenario is not None:
-            scenarios[scenario.name] = scenario
+        variants, _ = validate_template(scenario_document(body), source(body))
+        if variants is not None:
+            scenarios[variants.name] = variants
     return scenarios
+
+
+MIN_SECRET_CHARS = 16
+"""Characters a seed secret needs (as `itbench run --seed-secret`)."""
 
 
 def _unvalidated_scenarios(runtime: OperatorRuntime) -> list[str]:
@@ -128,6 +141,7 @@ def _record(
     scenario: Scenario | None,
     spec: BenchmarkRunSpec,
     agent: str,
+    parameters: Mapping[str, ParameterValue] | None = None,
 ) -> TrialRecord:
     # Scenario and attempt come from the run's own plan (the Trial's name), never from a body a
     # user could have edited; the Trial contributes only its status.
@@ -153,6 +167,8 @@ def _record(
         scores=status.scores,
         agent=agent,
         tasks=tasks_for(scenario) if scenario is not None else [],
+        split=spec.split,
+        parameters=dict(parameters or {}),
     )
 
 
@@ -245,7 +261,8 @@ class _Reconciler:
             self.previous = BenchmarkRunStatus()
         self.raw_body = body
         self.domain: Domain | None = None
-        self._scenarios: dict[str, Scenario] | None = None
+        self._scenarios: dict[str, Variants] | None = None
+        self.seed_secret: str | None = None
 
     # -- outcomes -----------------------------------------------------------------------------
     def write(self, status: BenchmarkRunStatus, event: tuple[str, str, bool] | None = None) -> None:
@@ -359,7 +376,7 @@ class _Reconciler:
                 )
                 return
             try:
-                chosen = Catalog(self.scenarios().values()).select(
+                chosen = Catalog(self.variants().values()).select(
                     spec.scenarios,
                     level=agent.spec.level,
                     classes=agent.spec.scenario_classes,
@@ -370,13 +387,64 @@ class _Reconciler:
                 return
             names = [s.name for s in chosen]
         self.domain = agent.spec.type
+        if spec.split == Split.TEST and not self.read_seed_secret(spec):
+            return
         self.reconcile_trials(spec, names, agent_name, refusal)
 
-    def scenarios(self) -> dict[str, Scenario]:
+    def read_seed_secret(self, spec: BenchmarkRunSpec) -> bool:
+        """Read the test split's secret (kept in memory only); False when the run cannot go on."""
+        ref = spec.seed_secret_ref
+        assert ref is not None  # the model requires it for the test split
+        data = self.api.secret_data(self.namespace, ref.name)
+        if not data:
+            self.pending(
+                "SeedSecretNotFound",
+                f"Secret {self.namespace}/{ref.name} (spec.seedSecretRef) does not exist or is "
+                "empty; create it with the test split's secret",
+            )
+            return False
+        secret = data.get(ref.key)
+        if secret is None or len(secret) < MIN_SECRET_CHARS:
+            self.invalid(
+                "SeedSecretInvalid",
+                f"spec.seedSecretRef: key {ref.key!r} of Secret {self.namespace}/{ref.name} "
+                + ("is missing" if secret is None else "is too short")
+                + f"; the secret needs at least {MIN_SECRET_CHARS} characters",
+            )
+            return False
+        self.seed_secret = secret
+        return True
+
+    def variants(self) -> dict[str, Variants]:
         """The Ready Scenarios by name (read once per reconcile, and only when needed)."""
         if self._scenarios is None:
             self._scenarios = _ready_scenarios(self.runtime)
         return self._scenarios
+
+    def scenarios(self) -> dict[str, Scenario]:
+        """The representative instance of every Ready Scenario, by name."""
+        return {n: v.scenario for n, v in self.variants().items()}
+
+    def instance(
+        self, spec: BenchmarkRunSpec, scenario: str, attempt: int
+    ) -> tuple[Scenario | None, dict[str, ParameterValue]]:
+        """The instance of a scenario an attempt runs, and the template values that make it.
+
+        The dev split draws from the run's seed; the test split from the seed secret, so the
+        values of a published test-split run cannot be known from the scenario files.
+        """
+        variants = self.variants().get(scenario)
+        if variants is None:
+            return None, {}
+        draw = instance_seed(
+            spec.split,
+            seed=spec.seed,
+            scenario=scenario,
+            attempt=attempt,
+            secret=self.seed_secret,
+        )
+        chosen = variants.instance(draw)
+        return chosen.scenario, dict(chosen.values)
 
     def owned(self, trial: Mapping[str, Any]) -> bool:
         """Whether a Trial belongs to this run: its controller is this run's UID."""
@@ -442,6 +510,7 @@ class _Reconciler:
         self.summarise(spec, names, plan, len(ordered), finished, active, agent, refusal)
 
     def trial_body(self, spec: BenchmarkRunSpec, name: str, scenario: str, attempt: int) -> Json:
+        _instance, parameters = self.instance(spec, scenario, attempt)
         trial = TrialSpec(
             run_ref=LocalObjectReference(name=self.name),
             agent_ref=spec.agent_ref,
@@ -452,6 +521,8 @@ class _Reconciler:
             timeouts=spec.timeouts,
             environment=spec.environment,
             allow_oracle=spec.allow_oracle,
+            split=spec.split,
+            parameters=parameters,
         )
         return {
             "apiVersion": API_VERSION,
@@ -486,7 +557,7 @@ class _Reconciler:
         phase = RunPhase.CANCELLED if cancelled and not active else RunPhase.RUNNING
         complete = (cancelled and not active) or done
         if complete or len(finished) != previous.finished_trials:
-            scenarios = self.scenarios()
+            instances = {t: self.instance(spec, *plan[t]) for t, _ in finished}
             records = [
                 _record(
                     self.name,
@@ -494,9 +565,10 @@ class _Reconciler:
                     trial,
                     plan[tname][0],
                     plan[tname][1],
-                    scenarios.get(plan[tname][0]),
+                    instances[tname][0],
                     spec,
                     agent,
+                    instances[tname][1],
                 )
                 for tname, trial in finished
             ]

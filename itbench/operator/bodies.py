@@ -65,6 +65,33 @@ def plain(body: Mapping[str, Any], *, status: bool = False) -> dict[str, Any]:
     return out
 
 
+BOOKKEEPING_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+BOOKKEEPING_SUFFIX = "/last-handled-configuration"
+"""Annotations that copy the whole object: kubectl's last-applied manifest and the operator
+framework's record of what it last handled."""
+
+
+def scenario_document(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Scenario object as its author wrote it: `plain`, without the annotations that copy it.
+
+    `kubectl apply` and the operator framework each keep a copy of the object in an annotation;
+    for a template that copy holds the `${...}` placeholders, which are allowed only under spec.
+    """
+    doc = plain(body)
+    annotations = doc["metadata"].get("annotations")
+    if isinstance(annotations, dict):
+        rest = {
+            k: v
+            for k, v in annotations.items()
+            if k not in BOOKKEEPING_ANNOTATIONS and not k.endswith(BOOKKEEPING_SUFFIX)
+        }
+        if rest:
+            doc["metadata"]["annotations"] = rest
+        else:
+            doc["metadata"].pop("annotations", None)
+    return doc
+
+
 def _json(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _json(v) for k, v in value.items()}

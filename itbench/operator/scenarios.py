@@ -11,7 +11,14 @@ from itbench.core.catalog import validate_document
 from itbench.core.complexity import effective_complexity
 from itbench.core.models.base import GROUP, VERSION
 from itbench.core.models.scenario import ScenarioPhase, ScenarioStatus
-from itbench.operator.bodies import condition, parsed_status, plain, problem_text, source
+from itbench.operator.bodies import (
+    condition,
+    parsed_status,
+    plain,
+    problem_text,
+    scenario_document,
+    source,
+)
 from itbench.operator.kubeapi import SCENARIOS
 from itbench.operator.runtime import OperatorRuntime
 
@@ -29,7 +36,7 @@ def reconcile_scenario(runtime: OperatorRuntime, body: kopf.Body) -> None:
     raw = body.get("status")
     old = dict(raw) if isinstance(raw, Mapping) else {}
     previous = parsed_status(ScenarioStatus, body) or ScenarioStatus()
-    scenario, problems = validate_document(obj, source(obj))
+    scenario, problems = validate_document(scenario_document(body), source(obj))
     if scenario is None:
         message = (
             f"Scenario {name} is invalid: {problem_text(problems)}; fix the spec and apply again"

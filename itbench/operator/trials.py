@@ -21,9 +21,9 @@ from typing import Any
 
 import kopf
 
+from itbench.core.catalog import validate_template
 from itbench.core.models.agent_submission import AgentSubmission, BuiltinAgent
 from itbench.core.models.base import GROUP, VERSION, Condition
-from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import Trial, TrialPhase, TrialStatus
 from itbench.core.runner import (
     OUTCOMES,
@@ -39,6 +39,7 @@ from itbench.core.runner import (
     session_id_for,
     step,
 )
+from itbench.core.variants import canonical_values, values_label
 from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.driver import threaded_agent
 from itbench.execution.executor import TrialExecutor
@@ -54,6 +55,7 @@ from itbench.operator.bodies import (
     parse,
     parsed_status,
     problem_text,
+    scenario_document,
     source,
 )
 from itbench.operator.bodies import now as wall_clock
@@ -129,9 +131,19 @@ class TrialDriver:
         scenario_body = self.api.get(SCENARIOS, None, spec.scenario)
         if scenario_body is None:
             raise TrialSetupError(f"Scenario {spec.scenario} does not exist")
-        scenario, problems = parse(Scenario, scenario_body)
-        if scenario is None:
+        variants, problems = validate_template(
+            scenario_document(scenario_body), source(scenario_body)
+        )
+        if variants is None:
             raise TrialSetupError(f"Scenario {spec.scenario} is invalid: {problem_text(problems)}")
+        wanted = canonical_values(spec.parameters)
+        found = [i for i in variants.instances if canonical_values(i.values) == wanted]
+        if not found:
+            raise TrialSetupError(
+                f"Scenario {spec.scenario} has no instance with spec.parameters "
+                f"{values_label(spec.parameters) or '(none)'}; was the template changed?"
+            )
+        scenario = found[0].scenario
         agent_body = self.api.get(AGENT_SUBMISSIONS, namespace, spec.agent_ref.name)
         if agent_body is None:
             raise TrialSetupError(

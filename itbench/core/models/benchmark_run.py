@@ -16,6 +16,7 @@ from itbench.core.models.base import (
     ObjectMeta,
     TelemetryToggles,
 )
+from itbench.core.models.scenario import Split
 
 
 class ScenarioSelector(ApiModel):
@@ -109,6 +110,13 @@ class EnvironmentSpec(ApiModel):
     )
 
 
+class SeedSecretReference(ApiModel):
+    """A key of a Secret in the run's namespace holding the test split's seed secret."""
+
+    name: str = Field(description="Secret name.", min_length=1, max_length=253)
+    key: str = Field(default="seed", description="Key of the secret in the Secret.", min_length=1)
+
+
 class BenchmarkRunSpec(ApiModel):
     """What to benchmark and how."""
 
@@ -120,6 +128,16 @@ class BenchmarkRunSpec(ApiModel):
         default=3, ge=1, le=100, description="Trials per scenario (the paper uses 10)."
     )
     seed: int = Field(default=42, ge=0, description="Seed for the environment and sampling.")
+    split: Split = Field(
+        default=Split.DEV,
+        description="dev: templates expanded with the seed (what `itbench scenarios expand` "
+        "shows); test: each trial's instance drawn from the seed secret, which no agent sees.",
+    )
+    seed_secret_ref: SeedSecretReference | None = Field(
+        default=None,
+        description="For the test split: the Secret (same namespace) holding the seed secret "
+        "(at least 16 characters).",
+    )
     timeouts: Timeouts = Field(default_factory=Timeouts, description="Time limits.")
     telemetry: TelemetryToggles = Field(
         default_factory=TelemetryToggles,
@@ -143,6 +161,12 @@ class BenchmarkRunSpec(ApiModel):
         default=False,
         description="Set to true to cancel: no new trials start and running ones are recovered.",
     )
+
+    @model_validator(mode="after")
+    def _split_secret(self) -> BenchmarkRunSpec:
+        if self.split == Split.TEST and self.seed_secret_ref is None:
+            raise ValueError("split: test needs spec.seedSecretRef (a Secret with the secret)")
+        return self
 
 
 class RunPhase(StrEnum):

@@ -17,6 +17,7 @@ from itbench.core.models.base import (
     TelemetryToggles,
 )
 from itbench.core.models.benchmark_run import EnvironmentSpec, Timeouts
+from itbench.core.models.scenario import ParameterValue, Split
 
 
 class TrialPhase(StrEnum):
@@ -57,6 +58,11 @@ class TrialSpec(ApiModel):
         default_factory=EnvironmentSpec, description="Where the trial runs."
     )
     allow_oracle: bool = Field(default=False, description="The oracle agent is allowed.")
+    split: Split = Field(default=Split.DEV, description="The split the instance was drawn from.")
+    parameters: dict[str, ParameterValue] = Field(
+        default_factory=dict,
+        description="The template's values for this attempt (empty for a plain scenario).",
+    )
 
 
 class TimelineEntry(ApiModel):

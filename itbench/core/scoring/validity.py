@@ -2,8 +2,10 @@
 
 A strategy's score on a task is the share of its fault-scenario trials that passed the task
 (Errored trials count as failures here: a strategy must not be able to leave the denominator).
-Controls are reported on their own false-alarm tasks and held to the same ceilings. The oracle
-must pass everything; doing nothing must pass nothing.
+Controls are reported on their own false-alarm tasks but not held to a ceiling: naming nothing
+and changing nothing is the right answer there, so a passive strategy passes them by design (and
+they are never averaged into fault scenarios). The oracle must pass everything; the null agent,
+which does not even submit a report, must pass nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ class TaskResult(ApiModel):
     passed: int = Field(ge=0, description="Trials that passed it.")
     errored: int = Field(ge=0, description="Trials that ended Errored (counted as failures).")
     ceiling: float = Field(ge=0, le=1, description="The most the strategy may pass.")
+    held: bool = Field(
+        default=True,
+        description="Whether the ceiling applies (false: a control's false-alarm task, "
+        "reported apart).",
+    )
     scenarios: list[str] = Field(default_factory=list, description="Scenarios passed.")
 
     @property
@@ -38,8 +45,8 @@ class TaskResult(ApiModel):
 
     @property
     def within(self) -> bool:
-        """Whether the rate is at or below the ceiling."""
-        return self.rate <= self.ceiling + 1e-12
+        """Whether the rate is at or below the ceiling (always, when the ceiling is not held)."""
+        return not self.held or self.rate <= self.ceiling + 1e-12
 
 
 class StrategyResult(ApiModel):
@@ -102,7 +109,8 @@ def evaluate(
 
     Args:
         records: Trial records by strategy name (`oracle` and `null` are the anchors).
-        ceilings: Ceilings by (strategy, task) where they differ from the default.
+        ceilings: Ceilings by (strategy, task) where they differ from the default (a cheap
+            strategy's false-alarm tasks are reported, never held).
         default_ceiling: The ceiling of every other (strategy, task).
         profile: The evaluation profile the records were scored with.
 
@@ -116,6 +124,7 @@ def evaluate(
     digests: set[str | None] = set()
     order = [*DOMAIN_TASKS.values(), tuple(FALSE_ALARM_TASKS.values())]
     known = [t for group in order for t in group]
+    false_alarm = set(FALSE_ALARM_TASKS.values())
     for name, trials in records.items():
         by_task: dict[str, list[TrialRecord]] = {}
         for record in trials:
@@ -127,10 +136,13 @@ def evaluate(
         for task in sorted(by_task, key=lambda t: known.index(t) if t in known else len(known)):
             got = by_task[task]
             passed = [r for r in got if _passed(r.scores, task)]
+            held = True
             if name == ORACLE:
                 ceiling = 1.0
             elif name == NULL:
                 ceiling = 0.0
+            elif task in false_alarm:
+                ceiling, held = 1.0, False
             else:
                 ceiling = ceilings.get((name, task), default_ceiling)
             result = TaskResult(
@@ -139,6 +151,7 @@ def evaluate(
                 passed=len(passed),
                 errored=sum(1 for r in got if r.phase == TrialPhase.ERRORED),
                 ceiling=ceiling,
+                held=held,
                 scenarios=sorted({r.scenario for r in passed}),
             )
             results.append(result)

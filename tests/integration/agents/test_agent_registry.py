@@ -209,3 +209,24 @@ def test_itbench_agents_lists_the_registry_and_shows_what_would_stop_an_agent(
     assert any("no model configured" in p for p in doc["problems"])
     missing = CliRunner().invoke(agents, ["show", "nobody"])
     assert missing.exit_code == 2 and "no agent named 'nobody'" in missing.output
+
+
+def test_a_run_without_agents_benchmarks_a_spread_from_the_floor_to_the_baselines() -> None:
+    from itbench.cli.run import DEFAULT_RUN_AGENTS, choose_agents
+
+    chosen = choose_agents([], [], args={}, wall_seconds=None, name=None, version=None)
+    assert [a.name for a in chosen] == list(DEFAULT_RUN_AGENTS)
+    assert {"null", "alert-echo", "heuristic-sre", "heuristic-finops"} <= set(DEFAULT_RUN_AGENTS)
+    assert all(a.registered for a in chosen), "every default is a registered agent"
+    with_oracle = choose_agents(
+        [],
+        [],
+        defaults=(*DEFAULT_RUN_AGENTS, "oracle"),
+        args={},
+        wall_seconds=None,
+        name=None,
+        version=None,
+    )
+    assert with_oracle[-1].name == "oracle"
+    given = choose_agents(["null"], [], args={}, wall_seconds=None, name=None, version=None)
+    assert [a.name for a in given] == ["null"], "agents given replace the defaults"

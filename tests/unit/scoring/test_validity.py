@@ -84,3 +84,12 @@ def test_tasks_a_scenario_does_not_have_are_not_counted() -> None:
     report = evaluate({"fixer": trials}, {}, default_ceiling=0.05, profile="p")
     tasks = {t.task: t for t in report.strategies[0].tasks}
     assert tasks["sre.mitigation"].trials == 1 and tasks["sre.diagnosis"].trials == 2
+
+
+def test_a_passive_strategy_passing_controls_is_reported_not_held_but_null_is() -> None:
+    quiet = [record(f"s{i}") for i in range(20)] + [record("c", diag=True, control=True)]
+    report = evaluate({"claim-only": quiet, "null": quiet}, {}, default_ceiling=0.05, profile="p")
+    tasks = {(s.strategy, t.task): t for s in report.strategies for t in s.tasks}
+    alarm = tasks[("claim-only", "sre.false-alarm")]
+    assert (alarm.passed, alarm.held, alarm.within) == (1, False, True)
+    assert report.problems == ["null: sre.false-alarm 100.0% > ceiling 0% (1/1: c)"]
