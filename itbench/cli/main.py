@@ -15,6 +15,7 @@ from itbench.cli.report import report_group
 from itbench.cli.run import run_command
 from itbench.cli.scenarios import scenarios
 from itbench.cli.serve import serve_command
+from itbench.cli.twin import twin
 from itbench.cli.validity import validity_command
 from itbench.cli.version import version
 from itbench.settings import Settings, load_settings
@@ -31,6 +32,7 @@ COMMANDS: list[click.Command] = [
     operator,
     serve_command,
     mcp_command,
+    twin,
 ]
 """Every top-level command or group; a new noun adds its module's group here."""
 

@@ -3,9 +3,10 @@
 A fault is a list of `ObjectChange`s (the same data the simulator applies to its twin). Before a
 change is made, the object it touches is read and kept (or noted absent, or its flag's variant
 noted), so that removal can put everything back: created objects are deleted, patched objects
-are replaced by their earlier version, flags get their earlier variant, and a rolled-out
-Deployment is rolled out again once everything else is back (flagd then reads the restored
-flags). Each kind of change has its playbook: `faults/object-patch.yaml`,
+are replaced by their earlier version (flagd's ConfigMap too, so its text is the chart's byte
+for byte), and a rolled-out Deployment is rolled out again once everything else is back, its
+pod template's stamp put back as it was (flagd then reads the restored flags, and the Deployment
+equals its baseline). Each kind of change has its playbook: `faults/object-patch.yaml`,
 `faults/object-create.yaml` (which waits for Chaos Mesh's AllInjected), `faults/flagd.yaml`,
 `faults/rollout.yaml` (which waits for the rollout); `faults/restore.yaml` puts patched objects
 back.
@@ -43,6 +44,9 @@ PLAYBOOK_FOR_OP = {
 """The playbook that makes each kind of change."""
 
 RESTORE_PLAYBOOK = "faults/restore.yaml"
+
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+"""The pod-template annotation a rollout stamps (as `kubectl rollout restart` does)."""
 
 SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")
 """Metadata the API server owns; dropped from an object before it is put back."""
@@ -145,13 +149,20 @@ def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
     """
     runs: list[tuple[str, Json]] = []
     again: list[ObjectChange] = []
+    restarted: dict[str, str | None] = {}
     for item in reversed(applied):
         change = item.change
         if change.op == "rollout":
             if change not in again:
                 again.append(change)
+            # The earliest rollout's `before` holds the template's stamp before the fault.
+            restarted[change.name] = restarted_at(item.before)
             continue
         if change.op == "set-flag":
+            if item.before is not None:
+                # The ConfigMap as it was, byte for byte (the playbook re-serialises the JSON).
+                runs.append((RESTORE_PLAYBOOK, {"objects": [restorable(item.before)]}))
+                continue
             if item.previous_variant is None:
                 continue
             undo = change.model_copy(update={"variant": item.previous_variant})
@@ -194,10 +205,20 @@ def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
         runs.append(
             (
                 PLAYBOOK_FOR_OP["rollout"],
-                {"changes": [c.model_dump(mode="json", by_alias=True) for c in reversed(again)]},
+                {
+                    "changes": [c.model_dump(mode="json", by_alias=True) for c in reversed(again)],
+                    "restarted_at": {c.name: restarted[c.name] for c in again},
+                },
             )
         )
     return runs
+
+
+def restarted_at(deployment: Json | None) -> str | None:
+    """A Deployment's rollout stamp (`kubectl.kubernetes.io/restartedAt` on its pod template)."""
+    template = ((deployment or {}).get("spec") or {}).get("template") or {}
+    value = ((template.get("metadata") or {}).get("annotations") or {}).get(RESTARTED_AT)
+    return str(value) if value is not None else None
 
 
 @dataclass

@@ -451,6 +451,27 @@ class SimEnvironment:
         self._require()
         return perform(self._cluster, action)
 
+    # ---- what the served twin exposes (itbench.environments.served) ---------------------------
+    @property
+    def cluster(self) -> Cluster:
+        """The object store and controllers (a served twin writes API requests into it)."""
+        return self._cluster
+
+    @property
+    def series_store(self) -> TelemetryStore:
+        """The scraped series (a served twin exposes the latest scrape to Prometheus)."""
+        return self._store
+
+    @property
+    def log_book(self) -> LogBook:
+        """Container logs and Loki's streams (a served twin answers Loki and pod logs from it)."""
+        return self._logs
+
+    @property
+    def traffic(self) -> TrafficModel:
+        """The request model (a served twin answers flagd's evaluations from it)."""
+        return self._traffic
+
     # ---- introspection for tests and benchmarks ---------------------------------------------
     def series_count(self) -> int:
         """How many series have been scraped."""

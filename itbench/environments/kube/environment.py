@@ -1,0 +1,707 @@
+"""The `cluster` environment: the `Environment` port on a live Kubernetes cluster, reached by a
+kubeconfig.
+
+Objects are read and written with the official client; faults are injected and removed by the
+fault playbooks (`itbench.environments.kube.faults`), the record of what they changed kept by
+the platform (`records`), never on agent-visible objects; alerts, metrics, logs and traces come
+from the stack's Prometheus, Loki and Jaeger over their HTTP APIs with httpx (through the API
+server's Service proxy unless their URLs are given). A served twin's kubeconfig names its clock's
+speed (`itbench.io/twin`): PromQL durations and times crossing to its Prometheus are mapped
+(`itbench.environments.kube.clock`).
+
+Agent actions have kubectl's semantics and messages: the objects an action reads are copied
+from the cluster into a scratch store, the simulator's action code runs on them, and every
+object it changed is written back (with its resourceVersion: a concurrent change is a conflict,
+never overwritten). The environment is provisioned once, by the stack playbooks; `provision`
+checks it and takes the baseline, it never reinstalls.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import ssl
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from itbench.core.alert_rules import EVALUATION_INTERVAL_SECONDS, rules_fingerprint
+from itbench.core.faults import ObjectChange
+from itbench.core.inventory import STATE_KINDS, object_states
+from itbench.core.models.observations import (
+    ActionResult,
+    ActionVerb,
+    AgentAction,
+    Alert,
+    AlertInterval,
+    AlertState,
+    EnvironmentSnapshot,
+    WorkloadHealth,
+)
+from itbench.core.shop import (
+    request_cost_per_hour,
+    service_calls,
+)
+from itbench.environments.kube.baseline import (
+    CONTROLLER_KINDS,
+    Key,
+    baseline_bytes,
+    differences,
+    read_baseline,
+)
+from itbench.environments.kube.clock import ClusterClock, scale_promql
+from itbench.environments.kube.endpoints import (
+    ServiceRef,
+    TelemetryUrls,
+    flagd_service,
+    jaeger_service,
+    loki_service,
+    prometheus_service,
+)
+from itbench.environments.kube.faults import (
+    AnsiblePlaybookRunner,
+    AppliedChange,
+    ClusterFaults,
+    KubeObjectReader,
+    restorable,
+)
+from itbench.environments.port import EnvironmentFailure
+from itbench.environments.sim.actions import perform
+from itbench.environments.sim.cluster import Cluster
+from itbench.environments.sim.objects import (
+    INJECTOR_KINDS,
+    KIND_INFO,
+    canonical_kind,
+    clone,
+    parse_cpu,
+    parse_memory,
+)
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+TWIN_EXTENSION = "itbench.io/twin"
+"""The kubeconfig cluster extension a served twin writes (its clock, its endpoints)."""
+HTTP_TIMEOUT_SECONDS = 30.0
+
+
+def _quantity(text: object, parse: Any) -> float:
+    try:
+        return float(parse(text)) if text is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def twin_extension(kubeconfig: Path, context: str | None = None) -> Json:
+    """The `itbench.io/twin` extension of a kubeconfig's current cluster ({} for a real one)."""
+    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8")) or {}
+    name = context or config.get("current-context")
+    contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
+    cluster_name = contexts.get(name, {}).get("cluster")
+    for cluster in config.get("clusters") or []:
+        if cluster.get("name") == cluster_name:
+            for ext in (cluster.get("cluster") or {}).get("extensions") or []:
+                if ext.get("name") == TWIN_EXTENSION:
+                    return dict(ext.get("extension") or {})
+    return {}
+
+
+@dataclass
+class ClusterEnvironment:
+    """The Environment port on a live cluster.
+
+    Attributes:
+        kubeconfig: The cluster's kubeconfig (its current context).
+        namespace: The application's namespace.
+        urls: Telemetry API URLs (None each: through the API server's Service proxy; a served
+            twin's kubeconfig supplies its own).
+        collections_path: Where kubernetes.core is installed (None: Ansible's search path).
+        rollout_timeout: Seconds a fault's rollout may take.
+        chaos_timeout: Seconds Chaos Mesh may take to report AllInjected.
+        faults: The fault injector (default: the playbooks, ansible-runner on the kubeconfig).
+    """
+
+    kubeconfig: Path
+    namespace: str = "otel-demo"
+    urls: TelemetryUrls = field(default_factory=TelemetryUrls)
+    collections_path: str | None = None
+    rollout_timeout: int = 300
+    chaos_timeout: int = 120
+    faults: ClusterFaults | None = None
+    clock: ClusterClock = field(init=False)
+    _api: Any = field(init=False, default=None)
+    _http: dict[str, httpx.Client] = field(init=False, default_factory=dict)
+    _applied: dict[str, list[AppliedChange]] = field(init=False, default_factory=dict)
+    _order: list[str] = field(init=False, default_factory=list)
+    _provisioned_at: float | None = field(init=False, default=None)
+    _baseline: dict[Key, bytes] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        import kubernetes
+
+        if not self.kubeconfig.is_file():
+            raise EnvironmentFailure(f"kubeconfig {self.kubeconfig} does not exist")
+        twin = twin_extension(self.kubeconfig)
+        self.clock = ClusterClock(
+            speed=float(twin.get("speed", 1.0)),
+            cluster_origin=float(twin.get("clusterOrigin", 0.0)),
+            wall_origin=float(twin.get("wallOrigin", 0.0)),
+        )
+        self.urls = TelemetryUrls(
+            prometheus=self.urls.prometheus or twin.get("prometheus"),
+            loki=self.urls.loki or twin.get("loki"),
+            jaeger=self.urls.jaeger or twin.get("jaeger"),
+            flagd=self.urls.flagd or twin.get("flagd"),
+        )
+        try:
+            self._api = kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+        except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
+            raise EnvironmentFailure(f"kubeconfig {self.kubeconfig}: {exc}") from None
+        if self.faults is None:
+            runner = AnsiblePlaybookRunner(
+                kubeconfig=str(self.kubeconfig), collections_path=self.collections_path
+            )
+            self.faults = ClusterFaults(
+                reader=KubeObjectReader(self._api),
+                runner=runner,
+                rollout_timeout=self.rollout_timeout,
+                chaos_timeout=self.chaos_timeout,
+            )
+
+    def close(self) -> None:
+        """Close the HTTP clients and the API client."""
+        for client in self._http.values():
+            client.close()
+        self._http.clear()
+        if self._api is not None:
+            self._api.close()
+
+    # ---- time ---------------------------------------------------------------------------------
+    def now(self) -> datetime:
+        """The cluster's time (a served twin's runs at its speed)."""
+        return datetime.fromtimestamp(self.clock.now(), tz=UTC)
+
+    def advance(self, seconds: float) -> None:
+        """Wait while the cluster's clock moves by seconds."""
+        if seconds < 0:
+            raise ValueError(f"cannot advance by {seconds} seconds")
+        time.sleep(self.clock.wall_seconds(seconds))
+
+    # ---- plumbing -----------------------------------------------------------------------------
+    def _core(self) -> Any:
+        import kubernetes
+
+        return kubernetes.client.CoreV1Api(self._api)
+
+    def _resource(self, kind: str) -> Any:
+        from kubernetes.dynamic import DynamicClient
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        info = KIND_INFO.get(kind)
+        if info is None:
+            raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
+        try:
+            return DynamicClient(self._api).resources.get(api_version=info[0], kind=kind)
+        except ResourceNotFoundError:
+            raise ValueError(f'the server doesn\'t have a resource type "{kind}"') from None
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call the API; an unreachable cluster is the environment's failure."""
+        import urllib3
+
+        try:
+            return fn(*args, **kwargs)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise EnvironmentFailure(f"{what}: the cluster is unreachable: {exc}") from None
+
+    def _list(self, kind: str) -> list[Json]:
+        resource = self._resource(kind)
+        listed = self._call(
+            f"listing {kind}",
+            resource.get,
+            **({"namespace": self.namespace} if resource.namespaced else {}),
+        )
+        items: list[Json] = listed.to_dict().get("items") or []
+        for item in items:
+            item.setdefault("apiVersion", KIND_INFO[kind][0])
+            item.setdefault("kind", kind)
+        return items
+
+    def _client(self, service: str, ref: ServiceRef, url: str | None) -> httpx.Client:
+        client = self._http.get(service)
+        if client is not None:
+            return client
+        if url is not None:
+            client = httpx.Client(base_url=url, timeout=HTTP_TIMEOUT_SECONDS)
+        else:
+            config = self._api.configuration
+            headers = {}
+            token = (config.api_key or {}).get("authorization") or (config.api_key or {}).get(
+                "BearerToken"
+            )
+            if token:
+                headers["Authorization"] = token if " " in token else f"Bearer {token}"
+            verify: ssl.SSLContext | bool = config.verify_ssl
+            if config.ssl_ca_cert:
+                verify = ssl.create_default_context(cafile=config.ssl_ca_cert)
+            cert = (config.cert_file, config.key_file) if config.cert_file else None
+            client = httpx.Client(
+                base_url=config.host + ref.proxy_path(),
+                headers=headers,
+                verify=verify,
+                cert=cert,
+                timeout=HTTP_TIMEOUT_SECONDS,
+            )
+        self._http[service] = client
+        return client
+
+    def _get(self, service: str, path: str, params: Mapping[str, Any]) -> Any:
+        return self._request(service, "GET", path, params=dict(params))
+
+    def _request(self, service: str, method: str, path: str, **kwargs: Any) -> Any:
+        refs = {
+            "prometheus": (prometheus_service(), self.urls.prometheus),
+            "loki": (loki_service(), self.urls.loki),
+            "jaeger": (jaeger_service(), self.urls.jaeger),
+            "flagd": (flagd_service(self.namespace), self.urls.flagd),
+        }
+        ref, url = refs[service]
+        try:
+            answer = self._client(service, ref, url).request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise EnvironmentFailure(f"{service} is unreachable: {exc}") from None
+        if answer.status_code == 400 or answer.status_code == 422:
+            try:
+                message = answer.json().get("error") or answer.text
+            except ValueError:
+                message = answer.text
+            raise ValueError(str(message)[:500])
+        if answer.status_code >= 300:
+            raise EnvironmentFailure(
+                f"{service} answered {answer.status_code}: {answer.text[:200]}"
+            )
+        return answer.json()
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def provision(self) -> None:
+        """Check that the shop runs (installed by the stack playbooks) and take the baseline.
+
+        Raises:
+            EnvironmentFailure: The cluster is unreachable, or the namespace or shop is missing.
+        """
+        if self._provisioned_at is not None:
+            return
+        import kubernetes
+
+        try:
+            self._call("reading the namespace", self._core().read_namespace, self.namespace)
+        except kubernetes.client.ApiException as exc:
+            raise EnvironmentFailure(
+                f"namespace {self.namespace} not found: install the stack first ({exc.reason})"
+            ) from None
+        deployments = self._list("Deployment")
+        if not deployments:
+            raise EnvironmentFailure(f"no Deployments in {self.namespace}: install the stack first")
+        self._baseline = self.read_baseline()
+        self._provisioned_at = self.clock.now()
+
+    def read_baseline(self) -> dict[Key, bytes]:
+        """Every object of the application (and cluster-scoped ones) in its baseline form."""
+        found: dict[Key, bytes] = self._call(
+            "reading objects", read_baseline, self._api, self.namespace
+        )
+        return found
+
+    def dirty(self) -> list[Key]:
+        """Objects that differ from the baseline taken at provisioning (empty: clean)."""
+        return differences(self._baseline, self.read_baseline())
+
+    def _require(self) -> None:
+        if self._provisioned_at is None:
+            raise EnvironmentFailure("the cluster environment is not provisioned; call provision()")
+
+    def snapshot(self) -> EnvironmentSnapshot:
+        """Workloads, firing alerts, the alert rules' fingerprint, the footprint and flags now."""
+        self._require()
+        rates = self._service_rates()
+        workloads = [
+            WorkloadHealth(
+                kind="Deployment",
+                name=d["metadata"]["name"],
+                desired_replicas=int((d.get("spec") or {}).get("replicas", 1)),
+                ready_replicas=int((d.get("status") or {}).get("readyReplicas") or 0),
+                requests_per_second=rates.get(d["metadata"]["name"], (0.0, 0.0))[0],
+                error_ratio=rates.get(d["metadata"]["name"], (0.0, 0.0))[1],
+            )
+            for d in self._list("Deployment")
+        ]
+        cpu = memory = 0.0
+        for pod in self._list("Pod"):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                requests = (container.get("resources") or {}).get("requests") or {}
+                cpu += _quantity(requests.get("cpu"), parse_cpu)
+                memory += _quantity(requests.get("memory"), parse_memory)
+        rules = self._list("PrometheusRule")
+        fingerprint = (
+            rules_fingerprint(rules[0])
+            if len(rules) == 1
+            else rules_fingerprint({"spec": [r.get("spec") for r in rules]})
+        )
+        objects = [o for kind in STATE_KINDS if kind in KIND_INFO for o in self._list_served(kind)]
+        return EnvironmentSnapshot(
+            time=self.now(),
+            workloads=workloads,
+            firing_alerts=[a for a in self.alerts() if a.state == AlertState.FIRING],
+            alert_rules_fingerprint=fingerprint,
+            frontend_requests_per_second=rates.get("frontend", (0.0, 0.0))[0],
+            cpu_requests_cores=round(cpu, 6),
+            memory_requests_bytes=int(memory),
+            cost_per_hour=round(request_cost_per_hour(cpu, memory), 6),
+            flags=self._flags(),
+            objects=object_states(objects),
+        )
+
+    def _list_served(self, kind: str) -> list[Json]:
+        try:
+            return self._list(kind)
+        except ValueError:
+            return []
+
+    def _service_rates(self) -> dict[str, tuple[float, float]]:
+        calls = "traces_span_metrics_calls_total"
+        scope = f'namespace="{self.namespace}",span_kind=~"SPAN_KIND_SERVER|SPAN_KIND_CONSUMER"'
+        out: dict[str, tuple[float, float]] = {}
+        try:
+            total = self.query_metrics(
+                f"sum by (service_name) (rate({calls}{{{scope}}}[2m]))", self.now()
+            )
+            errors = self.query_metrics(
+                f'sum by (service_name) (rate({calls}{{{scope},status_code="STATUS_CODE_ERROR"}}'
+                "[2m]))",
+                self.now(),
+            )
+        except ValueError:
+            return out
+        failed = {
+            r["metric"].get("service_name", ""): float(r["value"][1]) for r in errors["result"]
+        }
+        for row in total["result"]:
+            service = row["metric"].get("service_name", "")
+            rps = float(row["value"][1])
+            out[service] = (rps, failed.get(service, 0.0) / rps if rps > 0 else 0.0)
+        return out
+
+    def _flags(self) -> dict[str, str]:
+        """The variant flagd serves for each enabled flag (its OFREP bulk evaluation; empty
+        while flagd is down)."""
+        try:
+            answer = self._request("flagd", "POST", "/ofrep/v1/evaluate/flags", json={})
+        except EnvironmentFailure:
+            return {}
+        flags = answer.get("flags") if isinstance(answer, dict) else None
+        return {
+            str(f["key"]): str(f.get("variant", ""))
+            for f in flags or []
+            if isinstance(f, dict) and "key" in f
+        }
+
+    def inject(self, key: str, changes: list[ObjectChange]) -> bool:
+        """Make a fault's changes once per key through the playbooks; the record stays here."""
+        self._require()
+        if key in self._applied:
+            return False
+        assert self.faults is not None
+        self._applied[key] = self.faults.inject(changes)
+        if key not in self._order:
+            self._order.append(key)
+        return True
+
+    def remove(self, key: str) -> bool:
+        """Undo the changes injected under key (restore what they touched)."""
+        self._require()
+        applied = self._applied.pop(key, None)
+        if applied is None:
+            return False
+        assert self.faults is not None
+        try:
+            self.faults.remove(applied)
+        except EnvironmentFailure:
+            self._applied[key] = applied  # kept: a later removal or repair still knows it
+            raise
+        return True
+
+    def injections(self) -> list[str]:
+        """Keys of every injection ever applied, in order."""
+        return list(self._order)
+
+    def records(self) -> dict[str, list[Json]]:
+        """What removal needs, by key, JSON-ready (a restarted operator removes from it)."""
+        return {key: [a.wire() for a in applied] for key, applied in self._applied.items()}
+
+    def adopt(self, records: Mapping[str, list[Mapping[str, Any]]]) -> None:
+        """Take over injections recorded by `records` (after a restart)."""
+        for key, applied in records.items():
+            self._applied[key] = [AppliedChange.from_wire(a) for a in applied]
+            if key not in self._order:
+                self._order.append(key)
+
+    # ---- observe ------------------------------------------------------------------------------
+    def _cluster_time(self, wall: float) -> float:
+        return self.clock.to_cluster(wall)
+
+    def alerts(self) -> list[Alert]:
+        """Active alerts as the stack's Prometheus reports them (times on the cluster's clock)."""
+        data = self._get("prometheus", "/api/v1/alerts", {})["data"]["alerts"]
+        out = []
+        for item in data:
+            labels = {str(k): str(v) for k, v in (item.get("labels") or {}).items()}
+            active = item.get("activeAt") or ""
+            try:
+                wall = datetime.fromisoformat(active.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                wall = self.clock.wall()
+            out.append(
+                Alert(
+                    alertname=labels.get("alertname", ""),
+                    labels=labels,
+                    annotations={
+                        str(k): str(v) for k, v in (item.get("annotations") or {}).items()
+                    },
+                    state=AlertState.FIRING
+                    if item.get("state") == "firing"
+                    else AlertState.PENDING,
+                    active_at=datetime.fromtimestamp(self._cluster_time(wall), tz=UTC),
+                    value=float(item.get("value") or 0.0),
+                )
+            )
+        return [a for a in out if a.state in (AlertState.FIRING, AlertState.PENDING)]
+
+    def alert_history(self) -> list[AlertInterval]:
+        """Firing intervals since provisioning, from Prometheus' `ALERTS` series."""
+        self._require()
+        assert self._provisioned_at is not None
+        step = EVALUATION_INTERVAL_SECONDS
+        data = self.query_metrics_range(
+            'ALERTS{alertstate="firing"}',
+            datetime.fromtimestamp(self._provisioned_at, tz=UTC),
+            self.now(),
+            step,
+        )
+        intervals = []
+        for row in data["result"]:
+            labels = {k: v for k, v in row["metric"].items() if k not in ("__name__", "alertstate")}
+            start: float | None = None
+            last = 0.0
+            for t, _ in row["values"]:
+                t = float(t)
+                if start is None:
+                    start = t
+                elif t - last > step * 1.5:
+                    intervals.append(self._interval(labels, start, last))
+                    start = t
+                last = t
+            if start is not None:
+                ended = self.clock.now() - last > step * 1.5
+                intervals.append(self._interval(labels, start, last if ended else None))
+        return sorted(intervals, key=lambda i: (i.start, i.alertname))
+
+    @staticmethod
+    def _interval(labels: dict[str, str], start: float, end: float | None) -> AlertInterval:
+        return AlertInterval(
+            alertname=labels.get("alertname", ""),
+            labels=labels,
+            start=datetime.fromtimestamp(start, tz=UTC),
+            end=datetime.fromtimestamp(end, tz=UTC) if end is not None else None,
+        )
+
+    def _to_cluster_times(self, data: Json) -> Json:
+        speed = self.clock.speed
+        if speed == 1 and self.clock.cluster_origin == self.clock.wall_origin:
+            return data
+        out = clone(data)
+        for row in out.get("result") or []:
+            if isinstance(row, dict):
+                if "value" in row:
+                    row["value"][0] = self._cluster_time(float(row["value"][0]))
+                for pair in row.get("values") or []:
+                    pair[0] = self._cluster_time(float(pair[0]))
+        if out.get("resultType") in ("scalar", "string") and isinstance(out.get("result"), list):
+            out["result"][0] = self._cluster_time(float(out["result"][0]))
+        return out
+
+    def query_metrics(self, query: str, time: datetime) -> Json:
+        """Instant PromQL query on the stack's Prometheus (`data` of its answer).
+
+        Raises:
+            ValueError: Prometheus refused the query (its message).
+        """
+        params = {
+            "query": scale_promql(query, self.clock.speed),
+            "time": f"{self.clock.to_wall(time.timestamp()):.3f}",
+        }
+        data: Json = self._get("prometheus", "/api/v1/query", params)["data"]
+        return self._to_cluster_times(data)
+
+    def query_metrics_range(
+        self, query: str, start: datetime, end: datetime, step_seconds: float
+    ) -> Json:
+        """Range PromQL query on the stack's Prometheus (`data` of its answer).
+
+        Raises:
+            ValueError: A step that is not positive, or a query Prometheus refused.
+        """
+        if step_seconds <= 0:
+            raise ValueError("step must be positive")
+        params = {
+            "query": scale_promql(query, self.clock.speed),
+            "start": f"{self.clock.to_wall(start.timestamp()):.3f}",
+            "end": f"{self.clock.to_wall(end.timestamp()):.3f}",
+            "step": f"{self.clock.wall_seconds(step_seconds):.3f}",
+        }
+        data: Json = self._get("prometheus", "/api/v1/query_range", params)["data"]
+        return self._to_cluster_times(data)
+
+    def query_logs(self, query: str, start: datetime, end: datetime, limit: int) -> Json:
+        """LogQL on the stack's Loki (`data` of its answer)."""
+        params = {
+            "query": query,
+            "start": str(int(start.timestamp() * 1e9)),
+            "end": str(int(end.timestamp() * 1e9)),
+            "limit": str(limit),
+        }
+        data: Json = self._get("loki", "/loki/api/v1/query_range", params)["data"]
+        return data
+
+    def search_traces(
+        self,
+        service: str,
+        operation: str | None,
+        tags: dict[str, str],
+        start: datetime,
+        end: datetime,
+        limit: int,
+    ) -> list[Json]:
+        """Jaeger's trace search (a list of Jaeger trace objects)."""
+        import json
+
+        params: dict[str, str] = {
+            "service": service,
+            "start": str(int(start.timestamp() * 1e6)),
+            "end": str(int(end.timestamp() * 1e6)),
+            "limit": str(limit),
+        }
+        if operation:
+            params["operation"] = operation
+        if tags:
+            params["tags"] = json.dumps(tags)
+        found: list[Json] = self._get("jaeger", "/api/traces", params).get("data") or []
+        return found
+
+    def get_objects(self, kind: str, name: str | None = None) -> list[Json]:
+        """Objects of a kind in the namespace (the fault injector's kinds are not served)."""
+        canonical = canonical_kind(kind)
+        if canonical in INJECTOR_KINDS or canonical not in KIND_INFO:
+            raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
+        items = self._list(canonical)
+        return [o for o in items if name is None or o["metadata"]["name"] == name]
+
+    def service_calls(self) -> list[tuple[str, str]]:
+        """The shop's service call graph."""
+        return service_calls()
+
+    def events(self) -> list[Json]:
+        """Kubernetes Events in the namespace, oldest first."""
+        events = self._list("Event")
+        return sorted(
+            events,
+            key=lambda e: str(e.get("lastTimestamp") or e["metadata"].get("creationTimestamp", "")),
+        )
+
+    def pod_logs(self, pod: str, tail: int) -> list[str]:
+        """The last lines of a pod's log.
+
+        Raises:
+            ValueError: No such pod.
+        """
+        import kubernetes
+
+        try:
+            answer = self._call(
+                "reading a log",
+                self._core().read_namespaced_pod_log,
+                pod,
+                self.namespace,
+                tail_lines=tail,
+                _preload_content=False,
+            )
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                raise ValueError(f'pods "{pod}" not found') from None
+            raise EnvironmentFailure(f"reading the log of {pod}: {exc.reason}") from None
+        return bytes(answer.data).decode("utf-8", errors="replace").splitlines()
+
+    # ---- act ----------------------------------------------------------------------------------
+    def act(self, action: AgentAction) -> ActionResult:
+        """Carry out an agent action with kubectl's semantics, writing what it changed."""
+        import kubernetes
+
+        self._require()
+        kinds = {canonical_kind(action.kind)}
+        if action.manifest.get("kind"):
+            kinds.add(canonical_kind(str(action.manifest["kind"])))
+        if action.verb == ActionVerb.ROLLOUT_UNDO:
+            kinds.add("ReplicaSet")
+        if action.verb == ActionVerb.SET_FLAG:
+            kinds |= {"ConfigMap", "Deployment"}
+        scratch = Cluster(namespace=self.namespace, rng=random.Random(0), now=self.clock.now())
+        before: dict[tuple[str, str], Json] = {}
+        for kind in sorted(k for k in kinds if k in KIND_INFO and k not in INJECTOR_KINDS):
+            for obj in self._list(kind):
+                before[(kind, obj["metadata"]["name"])] = obj
+                scratch.objects.setdefault(kind, {})[obj["metadata"]["name"]] = clone(obj)
+        result = perform(scratch, action)
+        if not result.ok or result.outcome == "unchanged":
+            return result
+        try:
+            for (kind, name), old in before.items():
+                new = scratch.get(kind, name)
+                if kind in CONTROLLER_KINDS and kind != "ReplicaSet":
+                    continue
+                if kind == "ReplicaSet":
+                    continue  # the Deployment controller's; an undo writes the Deployment
+                resource = self._resource(kind)
+                namespace = self.namespace if resource.namespaced else None
+                if new is None:
+                    resource.delete(name=name, namespace=namespace)
+                elif baseline_bytes(new) != baseline_bytes(old):
+                    body = restorable(new)
+                    body["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+                    resource.replace(body=body, namespace=namespace)
+            for kind, bucket in scratch.objects.items():
+                if kind in CONTROLLER_KINDS:
+                    continue
+                for name, obj in bucket.items():
+                    if (kind, name) not in before:
+                        resource = self._resource(kind)
+                        namespace = self.namespace if resource.namespaced else None
+                        resource.create(body=restorable(obj), namespace=namespace)
+        except kubernetes.client.ApiException as exc:
+            return ActionResult(
+                ok=False,
+                message=f"Error from server ({exc.reason}): {exc.body}"[:500],
+                outcome="error",
+            )
+        except (kubernetes.dynamic.exceptions.DynamicApiError, ValueError) as exc:
+            return ActionResult(
+                ok=False, message=f"Error from server: {exc}"[:500], outcome="error"
+            )
+        return result
