@@ -85,7 +85,11 @@ def _bound(spec: dict[str, Any], key: str) -> int:
 
 
 def judge_hpa(
-    hpa: dict[str, Any], peers: list[dict[str, Any]], earlier: dict[str, int]
+    hpa: dict[str, Any],
+    peers: list[dict[str, Any]],
+    earlier: dict[str, int],
+    *,
+    spreading: bool = False,
 ) -> tuple[list[str], dict[str, Any]] | None:
     """Why an autoscaler over-provisions and the spec patch that fixes it, or None.
 
@@ -93,6 +97,8 @@ def judge_hpa(
         hpa: The autoscaler.
         peers: The namespace's other autoscalers.
         earlier: Its replica bounds before their latest change (`minReplicas`, `maxReplicas`).
+        spreading: Other autoscalers of the namespace already drive the cost up with tiny
+            targets; then an idle one with such a target is the same misconfiguration.
     """
     spec = hpa.get("spec") or {}
     status = hpa.get("status") or {}
@@ -109,9 +115,9 @@ def judge_hpa(
         if before is not None and _bound(spec, key) > before:
             why.append(f"{key} was raised from {before} to {_bound(spec, key)}")
     low_target = target is not None and target < LOW_TARGET_SHARE * usual
-    if not why or (current < maximum and not low_target):
-        # Raised bounds cost only once they are used; a target far below the usual scales the
-        # workload out on any load, even when it is idle now.
+    if not why or (current < maximum and not (spreading and low_target)):
+        # An idle autoscaler costs nothing yet; it counts only beside others that already scale
+        # out on the same tiny target.
         return None
     patch: dict[str, Any] = {}
     for key in ("minReplicas", "maxReplicas"):
@@ -156,10 +162,20 @@ def autoscaler_findings(client: ITBenchClient, namespace: str, notes: list[str])
     """Autoscalers whose thresholds create excess pods."""
     hpas = items(client, "horizontalpodautoscalers")
     out = []
+    earlier = {name_of(h): _earlier_bounds(client, namespace, name_of(h)) for h in hpas}
+    verdicts: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for spreading in (False, True):
+        for hpa in hpas:
+            name = name_of(hpa)
+            if name in verdicts or (spreading and not verdicts):
+                continue
+            peers = [p for p in hpas if name_of(p) != name]
+            verdict = judge_hpa(hpa, peers, earlier[name], spreading=spreading)
+            if verdict is not None:
+                verdicts[name] = verdict
     for hpa in hpas:
         name = name_of(hpa)
-        peers = [p for p in hpas if name_of(p) != name]
-        verdict = judge_hpa(hpa, peers, _earlier_bounds(client, namespace, name))
+        verdict = verdicts.get(name)
         if verdict is None:
             continue
         why, patch = verdict
