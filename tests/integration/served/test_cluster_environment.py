@@ -110,11 +110,16 @@ def test_metrics_come_from_prometheus_on_the_clusters_clock(
     assert eventually(counted, "the deployments counted by Prometheus") == deployments
     at = env.query_metrics(query, env.now())["result"][0]["value"][0]
     assert abs(at - env.now().timestamp()) < 2 * SPEED, "answers carry the cluster's time"
-    end = env.now()
-    ranged = env.query_metrics_range(query, end - timedelta(minutes=2), end, 30)
-    times = [t for t, _ in ranged["result"][0]["values"]]
+
+    def sampled() -> list[float] | None:
+        end = env.now()
+        ranged = env.query_metrics_range(query, end - timedelta(minutes=2), end, 30)
+        found = [t for t, _ in ranged["result"][0]["values"]] if ranged["result"] else []
+        return found if len(found) >= 2 else None
+
     # Every sample is on the 30-second grid of the cluster's clock (a slow machine may miss
     # scrapes, leaving gaps of whole steps).
+    times = eventually(sampled, "two samples of the range")
     assert len(times) >= 2
     assert all(
         (b - a) / 30 == pytest.approx(round((b - a) / 30), abs=0.01)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,7 +68,18 @@ def test_prometheus_loads_the_clusters_rules_scaled_to_the_twins_speed(
     assert {"RequestErrorRate", "NoRequests"} <= set(rules)
     assert rules["RequestErrorRate"]["duration"] == 60 / SPEED
     assert "[4s]" in rules["RequestErrorRate"]["query"], "rate(...[2m]) at 30x"
-    assert all(r["health"] == "ok" for r in rules.values())
+    # A rule's health is "unknown" until its group's first evaluation; wait for it.
+    for _ in range(100):
+        if all(r["health"] != "unknown" for r in rules.values()):
+            break
+        time.sleep(0.2)
+        groups = httpx.get(f"{cluster.prometheus_url}/api/v1/rules", timeout=5).json()["data"][
+            "groups"
+        ]
+        rules = {r["name"]: r for g in groups for r in g["rules"]}
+    assert all(r["health"] == "ok" for r in rules.values()), {
+        n: (r["health"], r.get("lastError")) for n, r in rules.items() if r["health"] != "ok"
+    }
     rule_files = sorted(cluster._prometheus.rule_dir.glob("*.yaml")) if cluster._prometheus else []
     promtool = shutil.which("promtool")
     if promtool is not None and rule_files:
