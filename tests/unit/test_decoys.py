@@ -18,7 +18,8 @@ ROOT = Path(__file__).parents[2] / "scenarios"
 def catalog() -> list[Scenario]:
     loaded, problems = load_catalog(ROOT)
     assert problems == []
-    return sorted(loaded, key=lambda s: s.name)
+    # Decoys belong to incidents (SRE, FinOps); a CISO assessment's environment has none.
+    return sorted((s for s in loaded if s.spec.domain != Domain.CISO), key=lambda s: s.name)
 
 
 def _key(scenario: Scenario, seed: int) -> list[tuple[str, str, bool, str]]:
@@ -60,3 +61,10 @@ def test_finops_decoys_never_scale_so_the_cost_is_the_faults_alone(
     for scenario in finops:
         for seed in range(16):
             assert not [d for d in decoys_for(scenario, seed) if "scaled" in d.description]
+
+
+def test_a_compliance_assessment_gets_no_decoys() -> None:
+    loaded, _ = load_catalog(ROOT)
+    ciso = [s for s in loaded if s.spec.domain == Domain.CISO]
+    assert ciso
+    assert all(decoys_for(s, seed) == [] for s in ciso for seed in range(4))
