@@ -16,6 +16,7 @@ from itbench.client import ITBenchClient
 from itbench.core.faults import ObjectChange
 from itbench.core.models.agent_io import DiagnosisReport, PredictedEntity
 from itbench.core.models.agent_submission import BuiltinAgent
+from itbench.core.models.base import Domain
 from itbench.core.models.observations import (
     ActionResult,
     ActionVerb,
@@ -481,6 +482,10 @@ def test_oracle_scores_one_on_every_diagnosis_and_mitigation_metric_over_the_cat
             if scores.false_alarm is None or not scores.false_alarm.passed:
                 problems.append(f"{name}: false alarm {scores.false_alarm}")
             continue
+        if plan.scenario.spec.domain == Domain.CISO:
+            if scores.posture is None or not scores.posture.passed:
+                problems.append(f"{name}: posture {scores.posture}")
+            continue
         d, m = scores.diagnosis, scores.mitigation
         if d is None or not (d.passed and d.fl_ntam == 1.0 and d.fpc_ntam == 1.0):
             problems.append(f"{name}: diagnosis {d}")
@@ -523,6 +528,9 @@ def test_null_agent_scores_zero_and_raises_no_errored_trials(
         if plan.scenario.spec.control:
             # Saying nothing is not saying that nothing is wrong.
             assert scores.false_alarm is not None and not scores.false_alarm.passed, name
+            continue
+        if plan.scenario.spec.domain == Domain.CISO:
+            assert scores.posture is None or not scores.posture.passed, name
             continue
         assert scores.diagnosis is not None, name
         assert not scores.diagnosis.passed and scores.diagnosis.fl_ntam == 0.0, name
