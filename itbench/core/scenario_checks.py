@@ -21,7 +21,7 @@ from itbench.core.alert_rules import RULE_NAME, AlertRule, alert_rules
 from itbench.core.excerpts import excerpt
 from itbench.core.faults import get_fault
 from itbench.core.models.base import API_VERSION, Domain
-from itbench.core.models.scenario import EntityKind, Scenario
+from itbench.core.models.scenario import INJECTOR_KINDS, EntityKind, Scenario
 from itbench.core.shop import (
     FLAG_BY_KEY,
     FLAGD_CONFIGMAP,
@@ -323,6 +323,17 @@ def _entity_findings(scenario: Scenario, shop: _Shop) -> list[Finding]:
                 findings.append(
                     (f"{where}.aliases[{a}]", f"unknown kind {excerpt(match.group(1))}")
                 )
+    roots = [e for e in truth.entities if e.root_cause]
+    if roots and all(e.kind.value in INJECTOR_KINDS for e in roots):
+        findings.append(
+            (
+                "spec.groundTruth.entities",
+                "every root cause is one of the fault injector's own objects ("
+                + ", ".join(f"{e.kind.value}/{e.name}" for e in roots)
+                + "), which agents never see and a diagnosis is not graded on; mark the object "
+                "the fault acts on (e.g. the Deployment it delays) `rootCause: true` as well",
+            )
+        )
     for m, mitigation in enumerate(truth.mitigations):
         for s, step in enumerate(mitigation.steps):
             where = f"spec.groundTruth.mitigations[{m}].steps[{s}]"

@@ -162,6 +162,28 @@ def test_objects_a_fault_creates_exist_after_injection() -> None:
     assert validate_document(d, SRC)[1] == []
 
 
+def test_a_fault_whose_only_root_causes_are_injector_objects_is_refused() -> None:
+    d = doc(
+        **{"class": "NetworkDelay"},
+        faults=[{"id": "chaos.network-delay", "args": {"workload": "checkout", "latencyMs": 500}}],
+    )
+    truth = d["spec"]["groundTruth"]
+    truth["entities"] = [
+        {"id": "x", "kind": "NetworkChaos", "name": "checkout-network-delay", "rootCause": True},
+        {"id": "c", "kind": "Deployment", "name": "checkout"},
+    ]
+    truth["propagation"] = [{"source": "x", "target": "c"}]
+    truth["mitigations"][0]["steps"] = [
+        {"action": "delete", "kind": "NetworkChaos", "name": "checkout-network-delay"}
+    ]
+    found = problems(d)
+    assert list(found) == ["spec.groundTruth.entities"]
+    assert "NetworkChaos/checkout-network-delay" in found["spec.groundTruth.entities"]
+    assert "rootCause: true" in found["spec.groundTruth.entities"]
+    truth["entities"][1]["rootCause"] = True
+    assert validate_document(d, SRC)[1] == []
+
+
 def test_fault_targets_must_exist() -> None:
     d = doc(faults=[{"id": "kubernetes.service-selector", "args": {"service": "billing"}}])
     found = problems(d)

@@ -122,6 +122,13 @@ class EntityKind(StrEnum):
     SCHEDULE = "Schedule"
 
 
+INJECTOR_KINDS = frozenset(
+    {"NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos", "IOChaos", "Schedule"}
+)
+"""Kinds of the fault injector (Chaos Mesh): they exist for the platform only, never to an agent,
+so ground truth naming them is not what a diagnosis is graded on."""
+
+
 class FaultCategory(StrEnum):
     """What is wrong at a root cause, from a closed list (a diagnosis names one per root cause)."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itbench.core.matching import entity_matches
 from itbench.core.models.agent_io import DiagnosisReport, PredictedEntity
 from itbench.core.models.scenario import (
+    INJECTOR_KINDS,
     EntityKind,
     FaultCategory,
     GroundTruth,
@@ -26,8 +27,6 @@ from itbench.core.scoring.ntam import fl_ntam, fpc_ntam
 from itbench.core.scoring.profile import EvaluationProfile
 from itbench.core.topology import Topology
 
-INJECTOR_KINDS = frozenset({"NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos"})
-"""Kinds of the fault injector: never observable by an agent."""
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Pod"})
 
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from itbench import stack
 from itbench.core.alert_rules import prometheus_rule
+from itbench.core.models.scenario import INJECTOR_KINDS as INJECTOR_KINDS
 from itbench.core.shop import NODES
 
 Obj = dict[str, Any]
@@ -82,12 +83,9 @@ KIND_INFO: dict[str, tuple[str, str, bool]] = {
 }
 """Kinds the twin serves: (apiVersion, kubectl resource name, namespaced)."""
 
-INJECTOR_KINDS = frozenset(
-    {"NetworkChaos", "PodChaos", "StressChaos", "HTTPChaos", "JVMChaos", "IOChaos", "Schedule"}
-)
-"""Kinds of the fault injector: they exist for the platform only. To an agent the API answers
-for them exactly as for a kind the server does not have, whether or not any object exists (on a
-live cluster they live where the agent's RBAC cannot read)."""
+# The fault injector's kinds (INJECTOR_KINDS) exist for the platform only. To an agent the API
+# answers for them exactly as for a kind the server does not have, whether or not any object
+# exists (on a live cluster they live where the agent's RBAC cannot read).
 
 _ALIASES: dict[str, str] = {
     "deploy": "Deployment",

@@ -96,11 +96,13 @@ SRE_MITIGABLE = [s for s in SRE_FAULTY if mitigation_applies(s)]
 CONTROLS = [s for s in SCENARIOS if s.spec.control]
 
 # Measured on this harness (seed 7, the lived-in pinned shop, no decoys): heuristic-sre
-# localizes 73 of the 75 SRE scenarios and clears the expected alerts of 47 of the 48 fault
-# scenarios whose cause an agent can reach. It misses product-catalog-scheduled-network-delay and
-# valkey-cart-delay-under-stress, whose ground truth names only Chaos Mesh objects (kinds not
-# served to agents), and does not clear checkout-quota-under-flood, where it switches the flood
-# off but leaves the quota that refuses checkout's pods. The bars sit at the measured figures.
+# localized 73 of the 75 SRE scenarios and cleared the expected alerts of 47 of the 48 fault
+# scenarios whose cause an agent can reach. Its two misses were product-catalog-scheduled-network-
+# delay and valkey-cart-delay-under-stress, whose ground truth then named only Chaos Mesh objects;
+# both now also name the workload the experiments act on (on the embedded runner it localizes the
+# first and names cart, a victim, for the second). It does not clear checkout-quota-under-flood,
+# where it switches the flood off but leaves the quota that refuses checkout's pods. The bars sit
+# at the measured figures.
 LOCALIZED_AT_LEAST = (73, 75)
 CLEARED_AT_LEAST = (47, 48)
 
