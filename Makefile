@@ -1,7 +1,10 @@
 # The documented way to do things. `make run` and `make test` bootstrap a local virtual
 # environment (.venv) on first use, so a machine needs only Python 3.11 and make. It holds the
 # development tools and the `agents` extra (CrewAI, LiteLLM), which the CrewAI baselines' tests
-# need (EXTRAS=dev leaves the extra out; those tests are then skipped, saying so).
+# need (EXTRAS=dev leaves the extra out; those tests are then skipped, saying so). Dependencies
+# are compiled to bytecode at install: every agent, playbook module and test worker imports them
+# afresh, and a process that may not write bytecode (PYTHONDONTWRITEBYTECODE) would otherwise
+# compile the Kubernetes client's thousand modules on each import.
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -17,7 +20,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or pass PYTHON=..." >&2; exit 2; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip uv
-	@$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[$(EXTRAS)]'
+	@$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
 ## The main job: benchmark the baseline agents over the catalog on the embedded simulator.

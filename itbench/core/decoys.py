@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from itbench.core.faults import ObjectChange
+from itbench.core.faults import ObjectChange, get_fault
 from itbench.core.models.base import Domain
 from itbench.core.models.scenario import Scenario
 from itbench.core.shop import FLAGD_CONFIGMAP, HPA_WORKLOADS, SERVICES
@@ -22,6 +22,9 @@ QUIET_WORKLOADS = frozenset(
 )
 """Workloads a decoy never touches: the entry path, the stores and flagd, whose restart is
 never quite harmless."""
+
+SCHEDULING_KINDS = frozenset({"Node", "ResourceQuota", "LimitRange", "PriorityClass"})
+"""Kinds through which a fault decides where any pod may run, not only its target's."""
 
 
 @dataclass(frozen=True)
@@ -100,12 +103,47 @@ def _annotate(kind: str, name: str, namespace: str, key: str, value: str) -> Obj
     )
 
 
+def blocks_new_pods(scenario: Scenario) -> bool:
+    """Whether a fault of the scenario can keep any new pod from running (it cordons a node,
+    sets a quota, or adds priorities), so that a rollout or scale-up is no longer benign."""
+    namespace = scenario.spec.environment.namespace
+    for fault in scenario.spec.faults:
+        try:
+            changes = get_fault(fault.id).changes(fault.args, namespace)
+        except (LookupError, ValueError):
+            continue  # a bad fault fails the trial at injection
+        if any(c.kind in SCHEDULING_KINDS for c in changes):
+            return True
+    return False
+
+
+def _owner_note(workload: str, namespace: str, n: int) -> ObjectChange:
+    team = ("payments-team", "storefront-team", "platform-team", "data-team")[n % 4]
+    return _annotate("Deployment", workload, namespace, "example.com/owner", team)
+
+
+def _routine(workload: str, namespace: str, n: int, quiet: bool) -> tuple[str, ObjectChange]:
+    """A routine change of an uninvolved workload: a rollout, or where new pods may not run,
+    an edit of its annotations (the rollout would break it)."""
+    if quiet:
+        return (
+            f"{workload}'s owner annotation edited",
+            _owner_note(workload, namespace, n),
+        )
+    return (
+        f"a routine rollout of {workload} (resource attributes changed)",
+        _rollout(workload, namespace, n),
+    )
+
+
 def decoys_for(scenario: Scenario, seed: int) -> list[Decoy]:
     """The benign changes of one trial, drawn from its seed (none in CISO scenarios).
 
     Two to four changes: a rollout of an uninvolved workload always; then, each with some
     chance, a second rollout, a scale-up of an uninvolved workload (not in FinOps scenarios,
-    whose cost it would change) and an edit of the flagd ConfigMap's annotations.
+    whose cost it would change) and an edit of the flagd ConfigMap's annotations. Where a fault
+    can keep new pods from running (`blocks_new_pods`), the rollouts become edits of the
+    workloads' annotations and nothing is scaled: a decoy never causes a symptom.
 
     Args:
         scenario: The scenario (its involved objects are never touched).
@@ -125,30 +163,33 @@ def decoys_for(scenario: Scenario, seed: int) -> list[Decoy]:
     if not candidates:
         return []
     picked = rng.sample(candidates, k=min(len(candidates), 3))
+    quiet = blocks_new_pods(scenario)
     out: list[Decoy] = []
     first = picked[0]
+    description, change = _routine(first, namespace, rng.randint(2, 9), quiet)
     out.append(
         Decoy(
             kind="Deployment",
             name=first,
-            description=f"a routine rollout of {first} (resource attributes changed)",
-            changes=(_rollout(first, namespace, rng.randint(2, 9)),),
+            description=description,
+            changes=(change,),
             before_fault=rng.random() < 0.5,
         )
     )
     if len(picked) > 1 and rng.random() < 0.6:
         second = picked[1]
+        description, change = _routine(second, namespace, rng.randint(2, 9), quiet)
         out.append(
             Decoy(
                 kind="Deployment",
                 name=second,
-                description=f"a routine rollout of {second} (resource attributes changed)",
-                changes=(_rollout(second, namespace, rng.randint(2, 9)),),
+                description=description,
+                changes=(change,),
                 before_fault=rng.random() < 0.5,
             )
         )
     scalable = [w for w in picked[1:] if w not in autoscaled]
-    if scalable and scenario.spec.domain != Domain.FINOPS and rng.random() < 0.5:
+    if scalable and scenario.spec.domain != Domain.FINOPS and not quiet and rng.random() < 0.5:
         target = scalable[-1]
         out.append(
             Decoy(

@@ -465,11 +465,6 @@ def null_results() -> dict[str, tuple[TrialPlan, TrialStatus]]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="on the pinned catalog the oracle's first mitigation leaves objects a fault created "
-    "in place in 7 scenarios (e.g. cart-valkey-auth: FaultNotUndone Secret/valkey-credentials)",
-)
 def test_oracle_scores_one_on_every_diagnosis_and_mitigation_metric_over_the_catalog(
     oracle_results: dict[str, tuple[TrialPlan, TrialStatus]],
 ) -> None:

@@ -68,3 +68,20 @@ def test_a_compliance_assessment_gets_no_decoys() -> None:
     ciso = [s for s in loaded if s.spec.domain == Domain.CISO]
     assert ciso
     assert all(decoys_for(s, seed) == [] for s in ciso for seed in range(4))
+
+
+def test_where_new_pods_may_not_run_decoys_create_no_pods(catalog: list[Scenario]) -> None:
+    """Cordoning the only worker or a namespace quota refuses any new pod: a decoy rollout or
+    scale-up would be a second, unfixable incident."""
+    from itbench.core.decoys import blocks_new_pods
+
+    blocking = [s for s in catalog if blocks_new_pods(s)]
+    assert {"payment-cordoned-node", "kafka-priority-preemption"} <= {s.name for s in blocking}
+    for scenario in blocking:
+        for seed in range(16):
+            for d in decoys_for(scenario, seed):
+                for change in d.changes:
+                    assert "spec" not in change.body, (scenario.name, seed, d.description)
+    free = next(s for s in catalog if s.name == "cart-flagd-failure")
+    assert not blocks_new_pods(free)
+    assert any("rollout" in d.description for seed in range(8) for d in decoys_for(free, seed))

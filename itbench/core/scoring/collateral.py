@@ -320,49 +320,79 @@ def _as_state_body(change: ObjectChange) -> dict[str, Any]:
     return body
 
 
+def _change_verdict(states: EnvironmentStates, change: ObjectChange) -> tuple[str, str]:
+    """How one of a fault's changes stands at the end: (verdict, reason).
+
+    Verdicts: `undone` (the object no longer carries the change), `faulty` (it still does),
+    `escaped` (the cause was dodged: the flag file or an object of the baseline deleted), or
+    `unseen` (the compared kinds do not cover the object, or the change changed nothing).
+    """
+    baseline, reference, final = states.baseline, states.reference, states.final
+    ref = f"{change.kind}/{change.name}"
+    if change.op == "set-flag":
+        if change.kind == "ConfigMap" and ref not in final and ref in baseline:
+            return "escaped", f"FlagConfigDeleted: {ref} was deleted; flagd serves no flags"
+        served = states.final_flags.get(change.flag)
+        wanted = states.baseline_flags.get(change.flag)
+        if served != wanted:
+            return "faulty", (
+                f"FaultNotUndone: Flag/{change.flag} serves {served!r}, not {wanted!r} as "
+                "before the incident"
+            )
+        return "undone", ""
+    if ref not in reference and ref not in final and ref not in baseline:
+        return "unseen", ""
+    if ref in baseline and ref not in final:
+        return "escaped", f"ObjectDeleted: {ref} existed before the incident and was deleted"
+    if change.op == "create":
+        if ref in final and final.get(ref) == reference.get(ref):
+            return "faulty", f"FaultNotUndone: {ref} is still in place"
+        return "undone", ""
+    if change.op == "delete":
+        if ref not in final:
+            return "faulty", f"FaultNotUndone: {ref} is still missing"
+        return "undone", ""
+    body = _as_state_body(change)
+    faulty = _project(reference.get(ref), body)
+    if faulty == _project(baseline.get(ref), body):
+        return "unseen", ""
+    if _project(final.get(ref), body) == faulty:
+        return "faulty", f"FaultNotUndone: {ref} still has the faulty {', '.join(sorted(body))}"
+    return "undone", ""
+
+
 def cause_reasons(
-    states: EnvironmentStates, changes: Sequence[ObjectChange], scope: Scope
+    states: EnvironmentStates, faults: Sequence[Sequence[ObjectChange]], scope: Scope
 ) -> list[str]:
-    """Why the fault's cause is not gone, or was escaped rather than removed (empty: gone).
+    """Why a fault's cause is not gone, or was escaped rather than removed (empty: gone).
+
+    `faults` holds each fault's changes. A fault is undone once one of its changes is: a fault
+    of several changes acts through all of them together (a patch that reads a Secret it
+    creates, an anti-affinity rule against a DaemonSet it adds, a low priority next to a greedy
+    workload), so rolling back the patch, fixing the file an init container parses, or
+    deleting the greedy workload each removes the cause; what remains of the others is inert.
+    Escapes count whatever else was undone.
 
     Named reasons: FlagConfigDeleted, FaultNotUndone, ObjectDeleted, ThresholdRaised,
     SelectorEscaped (pods relabelled out of what selects them), SelectorChanged.
     """
-    baseline, reference, final = states.baseline, states.reference, states.final
+    baseline, final = states.baseline, states.final
     reasons: list[str] = []
-    for change in changes:
-        ref = f"{change.kind}/{change.name}"
-        if change.op == "set-flag":
-            if change.kind == "ConfigMap" and ref not in final and ref in baseline:
-                reasons.append(f"FlagConfigDeleted: {ref} was deleted; flagd serves no flags")
-                continue
-            served = states.final_flags.get(change.flag)
-            wanted = states.baseline_flags.get(change.flag)
-            if served != wanted:
-                reasons.append(
-                    f"FaultNotUndone: Flag/{change.flag} serves {served!r}, not {wanted!r} as "
-                    "before the incident"
-                )
-            continue
-        if ref not in reference and ref not in final and ref not in baseline:
-            continue  # an object the compared kinds do not cover
-        if ref in baseline and ref not in final:
-            reasons.append(f"ObjectDeleted: {ref} existed before the incident and was deleted")
-            continue
-        if change.op == "create":
-            if ref in final and final.get(ref) == reference.get(ref):
-                reasons.append(f"FaultNotUndone: {ref} is still in place")
-            continue
-        if change.op == "delete":
-            if ref not in final:
-                reasons.append(f"FaultNotUndone: {ref} is still missing")
-            continue
-        body = _as_state_body(change)
-        now = _project(final.get(ref), body)
-        if now == _project(reference.get(ref), body) and now != _project(baseline.get(ref), body):
-            reasons.append(f"FaultNotUndone: {ref} still has the faulty {', '.join(sorted(body))}")
-        if ref in ALERTING_REFS:
-            reasons += _threshold_reasons(ref, baseline.get(ref) or {}, final.get(ref) or {})
+    for changes in faults:
+        faulty: list[str] = []
+        undone = False
+        for change in changes:
+            verdict, reason = _change_verdict(states, change)
+            if verdict == "escaped":
+                reasons.append(reason)
+            elif verdict == "faulty":
+                faulty.append(reason)
+            undone = undone or verdict == "undone"
+            ref = f"{change.kind}/{change.name}"
+            if change.op == "merge-patch" and ref in ALERTING_REFS and ref in final:
+                reasons += _threshold_reasons(ref, baseline.get(ref) or {}, final.get(ref) or {})
+        if not undone:
+            reasons += faulty
     for ref in sorted(set(final) | set(baseline)):
         kind = ref.split("/", 1)[0]
         base, end = baseline.get(ref), final.get(ref)

@@ -75,14 +75,15 @@ class TrialEvidence:
     window_seconds: float
 
 
+def fault_change_groups(scenario: Scenario) -> list[list[ObjectChange]]:
+    """The object changes of each fault of a scenario, fault by fault, in order."""
+    ns = scenario.spec.environment.namespace
+    return [get_fault(fault.id).changes(fault.args, ns) for fault in scenario.spec.faults]
+
+
 def fault_changes(scenario: Scenario) -> list[ObjectChange]:
     """The object changes of every fault of a scenario, in order."""
-    ns = scenario.spec.environment.namespace
-    return [
-        change
-        for fault in scenario.spec.faults
-        for change in get_fault(fault.id).changes(fault.args, ns)
-    ]
+    return [change for group in fault_change_groups(scenario) for change in group]
 
 
 def fault_categories(scenario: Scenario) -> list[FaultCategory]:
@@ -126,9 +127,10 @@ def _changes(
     roots = [ref for e in graded.truth.root_causes() for ref in truth_refs(e)]
     roots += [ref for e in graded.neutral for ref in truth_refs(e)]
     targets = [f"{s.kind.value}/{s.name}" for m in spec.ground_truth.mitigations for s in m.steps]
-    changes = fault_changes(evidence.scenario)
+    groups = fault_change_groups(evidence.scenario)
+    changes = [change for group in groups for change in group]
     scope = fault_scope(changes, [r for r in roots if "*" not in r], targets)
-    return collateral_changes(states, scope), cause_reasons(states, changes, scope)
+    return collateral_changes(states, scope), cause_reasons(states, groups, scope)
 
 
 def _mitigation(

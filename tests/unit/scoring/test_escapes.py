@@ -20,7 +20,7 @@ from itbench.core.scoring.collateral import (
     collateral_changes,
     fault_scope,
 )
-from itbench.core.scoring.trial import fault_changes
+from itbench.core.scoring.trial import fault_change_groups, fault_changes
 from itbench.environments.sim import SimEnvironment
 
 ROOT = Path(__file__).parents[3] / "scenarios"
@@ -63,7 +63,7 @@ def _escape(
     )
     roots = [f"{e.kind.value}/{e.name}" for e in scenario.spec.ground_truth.root_causes()]
     scope = fault_scope(changes, [*roots, *scope_roots], [])
-    reasons = cause_reasons(states, changes, scope)
+    reasons = cause_reasons(states, fault_change_groups(scenario), scope)
     collateral = [
         f"{c.object} {c.change.value}{' !' if c.disqualifying else ''}"
         for c in collateral_changes(states, scope)
@@ -181,3 +181,56 @@ def test_restarting_and_rolling_back_healthy_workloads_is_collateral() -> None:
     )
     assert f"Deployment/currency {CollateralKind.RESTARTED.value}" in collateral
     assert f"Deployment/quote {CollateralKind.RESOURCES_CHANGED.value}" in collateral
+
+
+def test_rolling_back_the_patch_undoes_a_fault_that_also_created_a_secret() -> None:
+    """The rotated password lives in a Secret the fault creates; once valkey-cart no longer
+    reads it, the Secret left behind is inert."""
+    reasons, collateral = _escape(
+        "cart-valkey-auth",
+        [AgentAction(verb=ActionVerb.ROLLOUT_UNDO, kind="Deployment", name="valkey-cart")],
+    )
+    assert reasons == []
+    assert collateral == []
+
+
+def test_fixing_the_file_an_init_container_parses_undoes_the_fault() -> None:
+    reasons, _ = _escape(
+        "recommendation-crashing-init-container",
+        [
+            AgentAction(
+                verb=ActionVerb.PATCH,
+                kind="ConfigMap",
+                name="recommendation-config",
+                patch={"data": {"config.json": '{"cache": {"size": 512, "ttlSeconds": 30}}\n'}},
+            )
+        ],
+    )
+    assert reasons == []
+
+
+def test_a_fault_none_of_whose_changes_is_undone_names_each_one_still_in_place() -> None:
+    reasons, _ = _escape(
+        "cart-valkey-auth",
+        [AgentAction(verb=ActionVerb.ROLLOUT_RESTART, kind="Deployment", name="cart")],
+    )
+    assert "FaultNotUndone: Secret/valkey-credentials is still in place" in reasons
+    assert any(r.startswith("FaultNotUndone: Deployment/valkey-cart still has") for r in reasons)
+
+
+def test_each_fault_of_a_scenario_must_be_undone() -> None:
+    reasons, _ = _escape(
+        "payment-and-ad-failure",
+        [
+            AgentAction(
+                verb=ActionVerb.SET_FLAG,
+                kind="ConfigMap",
+                name="flagd-config",
+                flag="paymentFailure",
+                variant="off",
+            )
+        ],
+    )
+    assert [r for r in reasons if r.startswith("FaultNotUndone")] == [
+        "FaultNotUndone: Flag/adFailure serves 'on', not 'off' as before the incident"
+    ]
