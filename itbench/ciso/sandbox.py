@@ -212,11 +212,12 @@ done
 mkdir -p "$D/work"
 mount -t overlay overlay -o "lowerdir=/usr,upperdir=$D/usr,workdir=$D/work" "$R/usr"
 cp -a "$D/etc/." "$R/etc/"
+# /tmp first: a bound directory under /tmp (a virtual environment there) stays visible.
+mount -t tmpfs -o size=64m,mode=1777 tmpfs "$R/tmp"
 for b in $BINDS; do mkdir -p "$R$b"; mount --bind "$b" "$R$b"; mount -o remount,bind,ro "$R$b"; done
 mount -t proc proc "$R/proc"
 for n in null zero random urandom; do touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; done
 mkdir -p "$R/dev/shm" && mount -t tmpfs -o size=16m,mode=1777 tmpfs "$R/dev/shm"
-mount -t tmpfs -o size=64m,mode=1777 tmpfs "$R/tmp"
 mount -t tmpfs -o size=32m,mode=755 tmpfs "$R/run/collection"
 cp "$D/collection" "$R/run/collection/$COLLECTION"
 mount -o remount,ro "$R/usr"

@@ -3,6 +3,8 @@ network; what a collection tries beyond reading is named and fails it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from itbench.ciso import sandbox
@@ -100,3 +102,18 @@ def test_an_ansible_playbook_collects_from_the_host() -> None:
     result = sandbox.run_collection(collection, VIEW, timeout_seconds=60.0)
     assert result.ok, result.problem or result.stdout[-800:]
     assert "permitrootlogin no" in result.evidence["sshd"]
+
+
+def test_an_interpreter_installed_under_tmp_stays_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout (and its virtual environment) under /tmp is bound into the sandbox after its
+    own /tmp is mounted, not hidden beneath it."""
+    base = tmp_path.resolve()
+    assert str(base).startswith("/tmp/"), "pytest's temporary directories live under /tmp here"
+    (base / "marker.txt").write_text("seen\n")
+    binds = sandbox._binds
+    monkeypatch.setattr(sandbox, "_binds", lambda: [*binds(), str(base)])
+    result = _script(f'printf \'{{"marker": "%s"}}\' "$(cat {base}/marker.txt)"\n')
+    assert result.ok, result.problem or result.stderr
+    assert result.evidence == {"marker": "seen"}
