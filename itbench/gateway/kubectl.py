@@ -12,6 +12,9 @@ from typing import Any
 
 import yaml
 
+_DUMPER: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's safe dumper where PyYAML has it (ten times PyYAML's own speed, the same text)."""
+
 _KINDS: dict[str, tuple[str, ...]] = {
     "Pod": ("po", "pods"),
     "Deployment": ("deploy", "deployments"),
@@ -255,7 +258,8 @@ def render_describe(obj: dict[str, Any], events: list[dict[str, Any]]) -> str:
     ]
     body = {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
     if body:
-        lines.append(yaml.safe_dump(body, sort_keys=False, default_flow_style=False).rstrip())
+        text = yaml.dump(body, Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
+        lines.append(text.rstrip())
     lines.append("Events:")
     lines.append("  <none>" if not events else render_events(events))
     return "\n".join(lines)
