@@ -255,7 +255,9 @@ class TrialExecutor:
         elif isinstance(action, MarkForRebuild):
             self.rebuild_reason = action.reason
             log.warning(
-                "environment marked for rebuild",
+                "the environment of trial %s is marked for rebuild: %s",
+                self.ctx.name,
+                action.reason,
                 extra={"trial": self.ctx.name, "reason": action.reason},
             )
             if self._on_rebuild is not None:
