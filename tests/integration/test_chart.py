@@ -102,6 +102,7 @@ ALL_ON = (
     "scenarios.install=true",
     "metrics.serviceMonitor.enabled=true",
     "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+    "metrics.prometheusRule.enabled=true",
     "watchNamespaces={team-a,team-b}",
 )
 
@@ -282,6 +283,10 @@ ALTERNATIVES: dict[str, Any] = {
     "nodeSelector": {"disk": "ssd"},
     "metrics.serviceMonitor.labels": {"release": "x"},
     "metrics.serviceMonitor.enabled": False,  # on in the baseline, so its settings render
+    "metrics.prometheusRule.enabled": False,  # likewise
+    "metrics.prometheusRule.labels": {"release": "x"},
+    "metrics.prometheusRule.stuckFor": "2h",
+    "metrics.prometheusRule.rules": [{"alert": "Mine", "expr": "vector(1)"}],
     "podSecurityContext.seccompProfile.type": "Unconfined",
     "securityContext.capabilities.drop": ["NET_RAW"],
 }
@@ -300,15 +305,20 @@ def _alternative(path: str, value: Any) -> Any:
     raise AssertionError(f"no alternative for {path}={value!r}; add one to ALTERNATIVES")
 
 
+BASELINE = ("metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true")
+"""Optional objects on in the baseline, so that their own settings render."""
+
+
 def test_every_value_changes_the_rendered_output(helm: Path) -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    base = render(helm, "metrics.serviceMonitor.enabled=true")
+    base = render(helm, *BASELINE)
     leaves = _leaves(values)
     assert len(leaves) >= 20
     unchanged = []
     for path, value in leaves:
         args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
-        args += ["--set-json", "metrics.serviceMonitor.enabled=true"]  # the later one wins
+        for on in BASELINE:
+            args += ["--set-json", on]  # the later one wins
         args += ["--set-json", f"{path}={json.dumps(_alternative(path, value))}"]
         docs = [d for d in yaml.safe_load_all(_helm(helm, *args)) if d]
         if docs == base:
@@ -324,8 +334,16 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         ('watchNamespaces="team-a"', "array"),
         ('operator={"logLevel": "loud"}', "logLevel"),
         ('agents={"namespace": "x"}', "namespace"),
+        ('metrics={"prometheusRule": {"rules": [{"alert": "X"}]}}', "expr"),
     ],
-    ids=["port-too-high", "port-zero", "string-for-list", "bad-enum", "removed-value"],
+    ids=[
+        "port-too-high",
+        "port-zero",
+        "string-for-list",
+        "bad-enum",
+        "removed-value",
+        "rule-without-expr",
+    ],
 )
 def test_values_schema_refuses_bad_values(helm: Path, value: str, words: str) -> None:
     result = subprocess.run(
@@ -337,3 +355,193 @@ def test_values_schema_refuses_bad_values(helm: Path, value: str, words: str) ->
     )
     assert result.returncode != 0 and "values don't meet the specifications" in result.stderr
     assert words in result.stderr
+
+
+# ---- the PrometheusRule: promtool's verdict on the rendered rules, and alerts on real names ----
+
+JOB = f"{RELEASE}-itbench"  # the Service's name, which the ServiceMonitor's scrapes use as job
+TARGET = f'job="{JOB}", namespace="{NAMESPACE}", instance="10.0.0.7:9090"'
+
+
+def _rule_spec(helm: Path, *values: str) -> dict[str, Any]:
+    rule = one(render(helm, "metrics.prometheusRule.enabled=true", *values), "PrometheusRule")
+    assert rule["metadata"]["namespace"] == NAMESPACE
+    spec: dict[str, Any] = rule["spec"]
+    return spec
+
+
+def _promtool(*args: str, cwd: Path) -> str:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt's prometheus package ships it)")
+    done = subprocess.run(
+        [promtool, *args], capture_output=True, text=True, check=False, cwd=cwd, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_prometheus_rule_is_off_by_default_and_promtool_accepts_it(
+    helm: Path, tmp_path: Path
+) -> None:
+    assert "PrometheusRule" not in {d["kind"] for d in render(helm)}, "off by default"
+    extra = {"alert": "MyOwn", "expr": "itbench_operator_trials > 100", "for": "5m"}
+    spec = _rule_spec(
+        helm,
+        "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+        f"metrics.prometheusRule.rules[0].alert={extra['alert']}",
+        f"metrics.prometheusRule.rules[0].expr={extra['expr']}",
+        f"metrics.prometheusRule.rules[0].for={extra['for']}",
+    )
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    assert "SUCCESS: 6 rules found" in _promtool("check", "rules", "rules.yaml", cwd=tmp_path)
+    rules = spec["groups"][0]["rules"]
+    assert rules[-1] == extra, "extra rules join the group as given"
+    exprs = " ".join(r["expr"] for r in rules[:-1])
+    for name in (
+        "itbench_operator_reconcile_errors_total",
+        "itbench_operator_injection_failures_total",
+        "itbench_operator_recovery_failures_total",
+        "itbench_operator_queue_depth",
+    ):
+        assert name in exprs
+    assert f'up{{job="{JOB}", namespace="{NAMESPACE}"}}' in exprs
+
+
+def _alert(name: str, eval_time: str, *firing: dict[str, Any]) -> dict[str, Any]:
+    return {"eval_time": eval_time, "alertname": name, "exp_alerts": list(firing)}
+
+
+def test_promtool_fires_and_clears_the_operator_alerts(helm: Path, tmp_path: Path) -> None:
+    spec = _rule_spec(helm, "metrics.prometheusRule.stuckFor=1h")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    down = {"severity": "critical", "job": JOB, "namespace": NAMESPACE}
+    errors = {"severity": "warning", "kind": "Trial"}
+    injection = {"severity": "warning"} | {
+        "job": JOB,
+        "namespace": NAMESPACE,
+        "instance": "10.0.0.7:9090",
+    }
+    stuck = injection | {"exported_namespace": "team-a", "run": "run-a"}
+    cases = [
+        {
+            # Scraped for 10 minutes, down for 20, back up.
+            "interval": "1m",
+            "input_series": [{"series": f"up{{{TARGET}}}", "values": "1x10 0x20 1x10"}],
+            "alert_rule_test": [
+                _alert("ITBenchOperatorDown", "9m"),
+                _alert(
+                    "ITBenchOperatorDown",
+                    "25m",
+                    {
+                        "exp_labels": down,
+                        "exp_annotations": {
+                            "summary": "The ITBench operator is down or not scraped",
+                            "description": f"No successful scrape of job {JOB} in {NAMESPACE} "
+                            "for 5 minutes: no Trial advances while it is down.",
+                        },
+                    },
+                ),
+                _alert("ITBenchOperatorDown", "35m"),
+            ],
+        },
+        {
+            # The counter exists at zero, rises by 2 a minute for half an hour, then stops.
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": f'itbench_operator_reconcile_errors_total{{{TARGET}, kind="Trial"}}',
+                    "values": "0x10 2+2x29 60x20",
+                },
+                {
+                    "series": f'itbench_operator_reconcile_errors_total{{{TARGET}, kind="Scenario"}}',
+                    "values": "0x60",
+                },
+            ],
+            "alert_rule_test": [
+                _alert("ITBenchReconcileErrors", "20m"),
+                _alert(
+                    "ITBenchReconcileErrors",
+                    "35m",
+                    {
+                        "exp_labels": errors,
+                        "exp_annotations": {
+                            "summary": "Reconciles of Trial keep failing",
+                            "description": "Trial reconciles have raised for 15 minutes "
+                            "(33.33m per second); the operator's logs name the object.",
+                        },
+                    },
+                ),
+                _alert("ITBenchReconcileErrors", "55m"),
+            ],
+        },
+        {
+            # One injection fails at minute 12; a quarter of an hour later it is history.
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": f"itbench_operator_injection_failures_total{{{TARGET}}}",
+                    "values": "0x11 1x40",
+                },
+                {
+                    "series": f"itbench_operator_recovery_failures_total{{{TARGET}}}",
+                    "values": "0x50",
+                },
+            ],
+            "alert_rule_test": [
+                _alert("ITBenchFaultInjectionFailures", "10m"),
+                _alert(
+                    "ITBenchFaultInjectionFailures",
+                    "15m",
+                    {
+                        "exp_labels": injection,
+                        "exp_annotations": {
+                            "summary": "Fault injections are failing",
+                            "description": "1 fault injections raised in 15 minutes; "
+                            "their Trials end Errored (InjectionFailed).",
+                        },
+                    },
+                ),
+                _alert("ITBenchFaultInjectionFailures", "40m"),
+                _alert("ITBenchFaultRecoveryFailures", "15m"),
+            ],
+        },
+        {
+            # run-a's queue stands at 5 for 70 minutes, then one trial is admitted; run-b drains.
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": f'itbench_operator_queue_depth{{{TARGET}, exported_namespace="team-a", run="run-a"}}',
+                    "values": "5x70 4x50",
+                },
+                {
+                    "series": f'itbench_operator_queue_depth{{{TARGET}, exported_namespace="team-a", run="run-b"}}',
+                    "values": "5-1x5 0x115",
+                },
+            ],
+            "alert_rule_test": [
+                _alert("ITBenchTrialsStuck", "50m"),
+                _alert(
+                    "ITBenchTrialsStuck",
+                    "65m",
+                    {
+                        "exp_labels": stuck,
+                        "exp_annotations": {
+                            "summary": "Trials of BenchmarkRun team-a/run-a wait without moving",
+                            "description": "5 Trials have waited for capacity with no Trial "
+                            "admitted for 1h.",
+                        },
+                    },
+                ),
+                _alert("ITBenchTrialsStuck", "100m"),
+            ],
+        },
+    ]
+    (tmp_path / "tests.yaml").write_text(
+        yaml.safe_dump(
+            {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": cases},
+            sort_keys=False,
+        ),
+        encoding="utf-8",
+    )
+    assert "SUCCESS" in _promtool("test", "rules", "tests.yaml", cwd=tmp_path)
