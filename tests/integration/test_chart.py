@@ -21,11 +21,15 @@ from typing import Any
 
 import httpx
 import kubernetes_validate
+import promql_parser
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from itbench.cli.operator import run as operator_run
 from itbench.core.models.scenario import Scenario
+from itbench.gateway.metrics import GatewayMetrics
+from itbench.operator.metrics import OperatorMetrics
 from itbench.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,6 +107,7 @@ ALL_ON = (
     "metrics.serviceMonitor.enabled=true",
     "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
     "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
     "watchNamespaces={team-a,team-b}",
 )
 
@@ -287,6 +292,8 @@ ALTERNATIVES: dict[str, Any] = {
     "metrics.prometheusRule.labels": {"release": "x"},
     "metrics.prometheusRule.stuckFor": "2h",
     "metrics.prometheusRule.rules": [{"alert": "Mine", "expr": "vector(1)"}],
+    "metrics.dashboard.enabled": False,
+    "metrics.dashboard.annotations": {"grafana_folder": "ITBench"},
     "podSecurityContext.seccompProfile.type": "Unconfined",
     "securityContext.capabilities.drop": ["NET_RAW"],
 }
@@ -305,7 +312,11 @@ def _alternative(path: str, value: Any) -> Any:
     raise AssertionError(f"no alternative for {path}={value!r}; add one to ALTERNATIVES")
 
 
-BASELINE = ("metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true")
+BASELINE = (
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
+)
 """Optional objects on in the baseline, so that their own settings render."""
 
 
@@ -454,7 +465,8 @@ def test_promtool_fires_and_clears_the_operator_alerts(helm: Path, tmp_path: Pat
                     "values": "0x10 2+2x29 60x20",
                 },
                 {
-                    "series": f'itbench_operator_reconcile_errors_total{{{TARGET}, kind="Scenario"}}',
+                    "series": "itbench_operator_reconcile_errors_total"
+                    f'{{{TARGET}, kind="Scenario"}}',
                     "values": "0x60",
                 },
             ],
@@ -511,11 +523,13 @@ def test_promtool_fires_and_clears_the_operator_alerts(helm: Path, tmp_path: Pat
             "interval": "1m",
             "input_series": [
                 {
-                    "series": f'itbench_operator_queue_depth{{{TARGET}, exported_namespace="team-a", run="run-a"}}',
+                    "series": "itbench_operator_queue_depth"
+                    f'{{{TARGET}, exported_namespace="team-a", run="run-a"}}',
                     "values": "5x70 4x50",
                 },
                 {
-                    "series": f'itbench_operator_queue_depth{{{TARGET}, exported_namespace="team-a", run="run-b"}}',
+                    "series": "itbench_operator_queue_depth"
+                    f'{{{TARGET}, exported_namespace="team-a", run="run-b"}}',
                     "values": "5-1x5 0x115",
                 },
             ],
@@ -545,3 +559,95 @@ def test_promtool_fires_and_clears_the_operator_alerts(helm: Path, tmp_path: Pat
         encoding="utf-8",
     )
     assert "SUCCESS" in _promtool("test", "rules", "tests.yaml", cwd=tmp_path)
+
+
+# ---- the Grafana dashboard: every query parses and charts metrics the operator exports --------
+
+GRAFANA_VARIABLES = {"$__rate_interval": "2m", "$__interval": "30s", "$__range": "6h"}
+"""Grafana's range variables, replaced as Grafana does before a query reaches Prometheus."""
+SCRAPE_SERIES = {"up"}
+"""Series Prometheus itself writes for every scrape."""
+
+
+def _exported_names() -> tuple[set[str], set[str]]:
+    """Series names the operator's registry can export, and its own metric families."""
+    registry = CollectorRegistry()
+    OperatorMetrics(registry)
+    GatewayMetrics(registry)
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_count", "_sum", "_created"),
+        "gauge": ("",),
+    }
+    names: set[str] = set()
+    families: set[str] = set()
+    for family in registry.collect():
+        names |= {family.name + suffix for suffix in suffixes.get(family.type, ("",))}
+        names |= {sample.name for sample in family.samples}
+        if family.name.startswith("itbench_"):
+            families.add(family.name)
+    return names, families
+
+
+def _selectors(expr: str) -> list[promql_parser.VectorSelector]:
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    found: list[promql_parser.VectorSelector] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            found.append(node)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return found
+
+
+def test_dashboard_queries_parse_and_chart_every_operator_metric(helm: Path) -> None:
+    assert "ConfigMap" not in {d["kind"] for d in render(helm)}, "off by default"
+    config_map = one(render(helm, "metrics.dashboard.enabled=true"), "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1", "the sidecar's label"
+    assert config_map["metadata"]["namespace"] == NAMESPACE
+    (key, text), *more = config_map["data"].items()
+    assert key.endswith(".json") and not more
+    dashboard = json.loads(text)
+    assert dashboard["uid"] and dashboard["title"]
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    exported, families = _exported_names()
+    job_query = variables["job"]["query"]["query"]
+    assert job_query.startswith("label_values(") and job_query.split("(")[1].split(",")[0] in (
+        exported
+    )
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 12
+    charted: set[str] = set()
+    for panel in panels:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            selectors = _selectors(target["expr"])
+            assert selectors, target["expr"]
+            for selector in selectors:
+                assert selector.name in exported | SCRAPE_SERIES, (panel["title"], selector.name)
+                assert 'job="$job"' in str(selector), (panel["title"], str(selector))
+                charted.add(selector.name)
+    charted_families = {f for f in families if any(n.startswith(f) for n in charted)}
+    assert charted_families == families, "every operator and gateway metric is on a panel"
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= charted
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+def test_dashboard_label_and_annotations_are_configurable(helm: Path) -> None:
+    config_map = one(
+        render(
+            helm,
+            "metrics.dashboard.enabled=true",
+            "metrics.dashboard.labels.grafana_dashboard=null",
+            "metrics.dashboard.labels.team-dashboards=yes",
+            "metrics.dashboard.annotations.grafana_folder=ITBench",
+        ),
+        "ConfigMap",
+    )
+    assert "grafana_dashboard" not in config_map["metadata"]["labels"]
+    assert config_map["metadata"]["labels"]["team-dashboards"] == "yes"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "ITBench"}
