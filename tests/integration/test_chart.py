@@ -277,6 +277,7 @@ def _leaves(values: Any, path: str = "") -> list[tuple[str, Any]]:
 
 ALTERNATIVES: dict[str, Any] = {
     "image.pullPolicy": "Always",
+    "image.pullSecrets": [{"name": "regcred"}],
     "operator.logFormat": "text",
     "operator.logLevel": "debug",
     "gateway.service.type": "NodePort",
@@ -651,3 +652,22 @@ def test_dashboard_label_and_annotations_are_configurable(helm: Path) -> None:
     assert "grafana_dashboard" not in config_map["metadata"]["labels"]
     assert config_map["metadata"]["labels"]["team-dashboards"] == "yes"
     assert config_map["metadata"]["annotations"] == {"grafana_folder": "ITBench"}
+
+
+def test_a_private_registry_gets_its_pull_secret(helm: Path) -> None:
+    pod = one(render(helm), "Deployment")["spec"]["template"]["spec"]
+    assert "imagePullSecrets" not in pod
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))["appVersion"]
+    # What .github/workflows/image.yaml pushes for the tag v<appVersion>.
+    assert pod["containers"][0]["image"] == f"ghcr.io/itbench/itbench:{version}"
+    private = one(
+        render(
+            helm,
+            "image.repository=registry.example.org/team/itbench",
+            "image.tag=0.1.0",
+            "image.pullSecrets[0].name=regcred",
+        ),
+        "Deployment",
+    )["spec"]["template"]["spec"]
+    assert private["imagePullSecrets"] == [{"name": "regcred"}]
+    assert private["containers"][0]["image"] == "registry.example.org/team/itbench:0.1.0"
