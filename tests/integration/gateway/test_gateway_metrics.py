@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from itbench.environments.port import EnvironmentFailure
 from itbench.gateway.metrics import GatewayMetrics
 
 TRIAL = "trial-7f3a9c"
@@ -118,3 +119,29 @@ def test_series_are_bounded_by_the_routes_not_the_requests(
     assert _count(after, "/v1/trials/{trial_id}/task", "GET", "ok") == 5
     assert _count(after, "unmatched", "other", "client_error") == 5
     assert _count(after, "/v1/trials/{trial_id}/task", "other", "client_error") == 5
+
+
+def test_environment_and_unexpected_failures_are_server_errors(
+    measured: tuple[Gateway, CollectorRegistry],
+) -> None:
+    gw, registry = measured
+    session = gw.open(TRIAL)
+
+    def unreachable(query: str, time: object) -> dict[str, object]:
+        raise EnvironmentFailure("prometheus is unreachable")
+
+    def boom() -> list[object]:
+        raise RuntimeError("boom")
+
+    session.env.query_metrics = unreachable  # type: ignore[method-assign]
+    session.env.events = boom  # type: ignore[method-assign]
+    headers = gw.headers(session)
+    query = gw.http.get(
+        f"/v1/trials/{TRIAL}/metrics/query", params={"query": "up"}, headers=headers
+    )
+    events = gw.http.get(f"/v1/trials/{TRIAL}/kubectl/events", headers=headers)
+    assert (query.status_code, events.status_code) == (503, 500)
+    samples = _samples(registry)
+    assert _count(samples, "/v1/trials/{trial_id}/metrics/query", "GET", "server_error") == 1
+    assert _count(samples, "/v1/trials/{trial_id}/kubectl/events", "GET", "server_error") == 1
+    assert _count(samples, "/v1/trials/{trial_id}/kubectl/events", "GET", "ok") == 0
