@@ -590,9 +590,14 @@ def _exported_names() -> tuple[set[str], set[str]]:
     return names, families
 
 
-def _selectors(expr: str) -> list[promql_parser.VectorSelector]:
+def _grafana_query(expr: str) -> str:
     for variable, value in GRAFANA_VARIABLES.items():
         expr = expr.replace(variable, value)
+    return expr.replace("$job", "bench-itbench")
+
+
+def _selectors(expr: str) -> list[promql_parser.VectorSelector]:
+    expr = _grafana_query(expr)
     found: list[promql_parser.VectorSelector] = []
 
     def visit(node: object) -> None:
@@ -603,7 +608,9 @@ def _selectors(expr: str) -> list[promql_parser.VectorSelector]:
     return found
 
 
-def test_dashboard_queries_parse_and_chart_every_operator_metric(helm: Path) -> None:
+def test_dashboard_queries_parse_and_chart_every_operator_metric(
+    helm: Path, tmp_path: Path
+) -> None:
     assert "ConfigMap" not in {d["kind"] for d in render(helm)}, "off by default"
     config_map = one(render(helm, "metrics.dashboard.enabled=true"), "ConfigMap")
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1", "the sidecar's label"
@@ -628,14 +635,25 @@ def test_dashboard_queries_parse_and_chart_every_operator_metric(helm: Path) -> 
         for target in panel["targets"]:
             selectors = _selectors(target["expr"])
             assert selectors, target["expr"]
+            assert target["expr"].count('job="$job"') == len(selectors), "the job variable"
             for selector in selectors:
                 assert selector.name in exported | SCRAPE_SERIES, (panel["title"], selector.name)
-                assert 'job="$job"' in str(selector), (panel["title"], str(selector))
+                assert 'job="bench-itbench"' in str(selector), (panel["title"], str(selector))
                 charted.add(selector.name)
     charted_families = {f for f in families if any(n.startswith(f) for n in charted)}
     assert charted_families == families, "every operator and gateway metric is on a panel"
     assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= charted
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    # Prometheus' own parser agrees: every query, as Grafana sends it, as a recording rule.
+    records = [
+        {"record": f"dashboard:query{n}", "expr": _grafana_query(t["expr"])}
+        for n, t in enumerate(t for p in panels for t in p["targets"])
+    ]
+    (tmp_path / "queries.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}), encoding="utf-8"
+    )
+    found = _promtool("check", "rules", "queries.yaml", cwd=tmp_path)
+    assert f"SUCCESS: {len(records)} rules found" in found
 
 
 def test_dashboard_label_and_annotations_are_configurable(helm: Path) -> None:
