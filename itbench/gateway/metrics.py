@@ -6,6 +6,7 @@ object names never become label values and the number of series stays fixed by t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from time import perf_counter
 from typing import Any
@@ -121,6 +122,9 @@ class _Measure:
 
         try:
             await self.app(scope, receive, send_status)
+        except asyncio.CancelledError:
+            status = 499  # the client went away before the answer: a client error, as nginx's
+            raise
         except BaseException:
             status = 500
             raise

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
+import httpx
 import pytest
+from fastapi import FastAPI
 from gateway_fakes import Gateway
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -145,3 +148,25 @@ def test_environment_and_unexpected_failures_are_server_errors(
     assert _count(samples, "/v1/trials/{trial_id}/metrics/query", "GET", "server_error") == 1
     assert _count(samples, "/v1/trials/{trial_id}/kubectl/events", "GET", "server_error") == 1
     assert _count(samples, "/v1/trials/{trial_id}/kubectl/events", "GET", "ok") == 0
+
+
+def test_a_request_the_client_abandons_counts_as_a_client_error() -> None:
+    app = FastAPI()
+
+    @app.get("/v1/trials/{trial_id}/slow")
+    async def slow(trial_id: str) -> None:
+        raise asyncio.CancelledError  # what the server raises when the client disconnects
+
+    registry = CollectorRegistry()
+    GatewayMetrics(registry).instrument(app, app.routes)
+
+    async def call() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            await client.get(f"/v1/trials/{TRIAL}/slow")
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(call())
+    samples = _samples(registry)
+    assert _count(samples, "/v1/trials/{trial_id}/slow", "GET", "client_error") == 1
+    assert _count(samples, "/v1/trials/{trial_id}/slow", "GET", "server_error") == 0
