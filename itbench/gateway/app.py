@@ -18,6 +18,7 @@ from fastapi.openapi.utils import get_openapi
 from itbench import __version__
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.observations import AgentAction
+from itbench.gateway.metrics import GatewayMetrics
 from itbench.gateway.problems import Problem, install_handlers
 from itbench.gateway.routes import act, host, observe, oracle, protocol, submit
 from itbench.gateway.routes.deps import endpoint_wrapper
@@ -28,13 +29,16 @@ ROUTERS = (protocol, observe, host, act, submit, oracle)
 """The router modules, in the order of docs/agent-api.md."""
 
 
-def create_app(registry: SessionRegistry, *, inline: bool = False) -> FastAPI:
+def create_app(
+    registry: SessionRegistry, *, inline: bool = False, metrics: GatewayMetrics | None = None
+) -> FastAPI:
     """Build the agent API over a registry of trial sessions.
 
     Args:
         registry: The sessions this gateway serves; the runner opens and closes them.
         inline: Run endpoints on the event loop (for in-process callers); by default they run
             in worker threads, so that a slow environment never blocks other agents' calls.
+        metrics: Where to count and time requests (None: unmeasured).
 
     Returns:
         The FastAPI application (serve it with uvicorn or call it in-process).
@@ -52,9 +56,12 @@ def create_app(registry: SessionRegistry, *, inline: bool = False) -> FastAPI:
     app.state.registry = registry
     install_handlers(app)
     endpoint = endpoint_wrapper(inline)
-    for module in ROUTERS:
-        app.include_router(module.router(endpoint))
+    routers = [module.router(endpoint) for module in ROUTERS]
+    for router in routers:
+        app.include_router(router)
     app.openapi = _openapi_with_models(app)  # type: ignore[method-assign]
+    if metrics is not None:
+        metrics.instrument(app, [route for router in routers for route in router.routes])
     return app
 
 

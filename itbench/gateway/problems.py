@@ -29,6 +29,7 @@ from itbench.gateway.errors import (
     WrongStateError,
     bounded,
 )
+from itbench.gateway.metrics import REFUSED_KEY
 from itbench.gateway.routes.deps import caller_of
 
 PROBLEM_BASE = "https://itbench.io/problems/"
@@ -104,6 +105,8 @@ def install_handlers(app: FastAPI) -> None:
     async def on_call_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, CallError)
         status = status_of(exc)
+        if isinstance(exc, RefusedError):
+            request.scope[REFUSED_KEY] = True  # the request metrics count it as refused
         if not exc.recorded and status in REJECTED_BEFORE_ROUTE:
             session = caller_of(request)
             if session is not None:

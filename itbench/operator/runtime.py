@@ -254,6 +254,9 @@ class OperatorRuntime:
         """The gateway application over `sessions` (built on first use)."""
         if self.gateway_app is None:
             from itbench.gateway.app import create_app
+            from itbench.gateway.metrics import GatewayMetrics
 
-            self.gateway_app = create_app(self.sessions)
+            self.gateway_app = create_app(
+                self.sessions, metrics=GatewayMetrics(self.metrics.registry)
+            )
         return self.gateway_app

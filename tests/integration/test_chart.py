@@ -21,11 +21,15 @@ from typing import Any
 
 import httpx
 import kubernetes_validate
+import promql_parser
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from itbench.cli.operator import run as operator_run
 from itbench.core.models.scenario import Scenario
+from itbench.gateway.metrics import GatewayMetrics
+from itbench.operator.metrics import OperatorMetrics
 from itbench.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +106,8 @@ ALL_ON = (
     "scenarios.install=true",
     "metrics.serviceMonitor.enabled=true",
     "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
     "watchNamespaces={team-a,team-b}",
 )
 
@@ -271,6 +277,7 @@ def _leaves(values: Any, path: str = "") -> list[tuple[str, Any]]:
 
 ALTERNATIVES: dict[str, Any] = {
     "image.pullPolicy": "Always",
+    "image.pullSecrets": [{"name": "regcred"}],
     "operator.logFormat": "text",
     "operator.logLevel": "debug",
     "gateway.service.type": "NodePort",
@@ -282,6 +289,12 @@ ALTERNATIVES: dict[str, Any] = {
     "nodeSelector": {"disk": "ssd"},
     "metrics.serviceMonitor.labels": {"release": "x"},
     "metrics.serviceMonitor.enabled": False,  # on in the baseline, so its settings render
+    "metrics.prometheusRule.enabled": False,  # likewise
+    "metrics.prometheusRule.labels": {"release": "x"},
+    "metrics.prometheusRule.stuckFor": "2h",
+    "metrics.prometheusRule.rules": [{"alert": "Mine", "expr": "vector(1)"}],
+    "metrics.dashboard.enabled": False,
+    "metrics.dashboard.annotations": {"grafana_folder": "ITBench"},
     "podSecurityContext.seccompProfile.type": "Unconfined",
     "securityContext.capabilities.drop": ["NET_RAW"],
 }
@@ -300,15 +313,24 @@ def _alternative(path: str, value: Any) -> Any:
     raise AssertionError(f"no alternative for {path}={value!r}; add one to ALTERNATIVES")
 
 
+BASELINE = (
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "metrics.dashboard.enabled=true",
+)
+"""Optional objects on in the baseline, so that their own settings render."""
+
+
 def test_every_value_changes_the_rendered_output(helm: Path) -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    base = render(helm, "metrics.serviceMonitor.enabled=true")
+    base = render(helm, *BASELINE)
     leaves = _leaves(values)
     assert len(leaves) >= 20
     unchanged = []
     for path, value in leaves:
         args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
-        args += ["--set-json", "metrics.serviceMonitor.enabled=true"]  # the later one wins
+        for on in BASELINE:
+            args += ["--set-json", on]  # the later one wins
         args += ["--set-json", f"{path}={json.dumps(_alternative(path, value))}"]
         docs = [d for d in yaml.safe_load_all(_helm(helm, *args)) if d]
         if docs == base:
@@ -324,8 +346,16 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         ('watchNamespaces="team-a"', "array"),
         ('operator={"logLevel": "loud"}', "logLevel"),
         ('agents={"namespace": "x"}', "namespace"),
+        ('metrics={"prometheusRule": {"rules": [{"alert": "X"}]}}', "expr"),
     ],
-    ids=["port-too-high", "port-zero", "string-for-list", "bad-enum", "removed-value"],
+    ids=[
+        "port-too-high",
+        "port-zero",
+        "string-for-list",
+        "bad-enum",
+        "removed-value",
+        "rule-without-expr",
+    ],
 )
 def test_values_schema_refuses_bad_values(helm: Path, value: str, words: str) -> None:
     result = subprocess.run(
@@ -337,3 +367,325 @@ def test_values_schema_refuses_bad_values(helm: Path, value: str, words: str) ->
     )
     assert result.returncode != 0 and "values don't meet the specifications" in result.stderr
     assert words in result.stderr
+
+
+# ---- the PrometheusRule: promtool's verdict on the rendered rules, and alerts on real names ----
+
+JOB = f"{RELEASE}-itbench"  # the Service's name, which the ServiceMonitor's scrapes use as job
+TARGET = f'job="{JOB}", namespace="{NAMESPACE}", instance="10.0.0.7:9090"'
+
+
+def _rule_spec(helm: Path, *values: str) -> dict[str, Any]:
+    rule = one(render(helm, "metrics.prometheusRule.enabled=true", *values), "PrometheusRule")
+    assert rule["metadata"]["namespace"] == NAMESPACE
+    spec: dict[str, Any] = rule["spec"]
+    return spec
+
+
+def _promtool(*args: str, cwd: Path) -> str:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt's prometheus package ships it)")
+    done = subprocess.run(
+        [promtool, *args], capture_output=True, text=True, check=False, cwd=cwd, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_prometheus_rule_is_off_by_default_and_promtool_accepts_it(
+    helm: Path, tmp_path: Path
+) -> None:
+    assert "PrometheusRule" not in {d["kind"] for d in render(helm)}, "off by default"
+    extra = {"alert": "MyOwn", "expr": "itbench_operator_trials > 100", "for": "5m"}
+    spec = _rule_spec(
+        helm,
+        "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+        f"metrics.prometheusRule.rules[0].alert={extra['alert']}",
+        f"metrics.prometheusRule.rules[0].expr={extra['expr']}",
+        f"metrics.prometheusRule.rules[0].for={extra['for']}",
+    )
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    assert "SUCCESS: 6 rules found" in _promtool("check", "rules", "rules.yaml", cwd=tmp_path)
+    rules = spec["groups"][0]["rules"]
+    assert rules[-1] == extra, "extra rules join the group as given"
+    exprs = " ".join(r["expr"] for r in rules[:-1])
+    for name in (
+        "itbench_operator_reconcile_errors_total",
+        "itbench_operator_injection_failures_total",
+        "itbench_operator_recovery_failures_total",
+        "itbench_operator_queue_depth",
+    ):
+        assert name in exprs
+    assert f'up{{job="{JOB}", namespace="{NAMESPACE}"}}' in exprs
+
+
+def _alert(name: str, eval_time: str, *firing: dict[str, Any]) -> dict[str, Any]:
+    return {"eval_time": eval_time, "alertname": name, "exp_alerts": list(firing)}
+
+
+def test_promtool_fires_and_clears_the_operator_alerts(helm: Path, tmp_path: Path) -> None:
+    spec = _rule_spec(helm, "metrics.prometheusRule.stuckFor=1h")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    down = {"severity": "critical", "job": JOB, "namespace": NAMESPACE}
+    errors = {"severity": "warning", "kind": "Trial"}
+    injection = {"severity": "warning"} | {
+        "job": JOB,
+        "namespace": NAMESPACE,
+        "instance": "10.0.0.7:9090",
+    }
+    stuck = injection | {"exported_namespace": "team-a", "run": "run-a"}
+    cases = [
+        {
+            # Scraped for 10 minutes, down for 20, back up.
+            "interval": "1m",
+            "input_series": [{"series": f"up{{{TARGET}}}", "values": "1x10 0x20 1x10"}],
+            "alert_rule_test": [
+                _alert("ITBenchOperatorDown", "9m"),
+                _alert(
+                    "ITBenchOperatorDown",
+                    "25m",
+                    {
+                        "exp_labels": down,
+                        "exp_annotations": {
+                            "summary": "The ITBench operator is down or not scraped",
+                            "description": f"No successful scrape of job {JOB} in {NAMESPACE} "
+                            "for 5 minutes: no Trial advances while it is down.",
+                        },
+                    },
+                ),
+                _alert("ITBenchOperatorDown", "35m"),
+            ],
+        },
+        {
+            # The counter exists at zero, rises by 2 a minute for half an hour, then stops.
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": f'itbench_operator_reconcile_errors_total{{{TARGET}, kind="Trial"}}',
+                    "values": "0x10 2+2x29 60x20",
+                },
+                {
+                    "series": "itbench_operator_reconcile_errors_total"
+                    f'{{{TARGET}, kind="Scenario"}}',
+                    "values": "0x60",
+                },
+            ],
+            "alert_rule_test": [
+                _alert("ITBenchReconcileErrors", "20m"),
+                _alert(
+                    "ITBenchReconcileErrors",
+                    "35m",
+                    {
+                        "exp_labels": errors,
+                        "exp_annotations": {
+                            "summary": "Reconciles of Trial keep failing",
+                            "description": "Trial reconciles have raised for 15 minutes "
+                            "(33.33m per second); the operator's logs name the object.",
+                        },
+                    },
+                ),
+                _alert("ITBenchReconcileErrors", "55m"),
+            ],
+        },
+        {
+            # One injection fails at minute 12; a quarter of an hour later it is history.
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": f"itbench_operator_injection_failures_total{{{TARGET}}}",
+                    "values": "0x11 1x40",
+                },
+                {
+                    "series": f"itbench_operator_recovery_failures_total{{{TARGET}}}",
+                    "values": "0x50",
+                },
+            ],
+            "alert_rule_test": [
+                _alert("ITBenchFaultInjectionFailures", "10m"),
+                _alert(
+                    "ITBenchFaultInjectionFailures",
+                    "15m",
+                    {
+                        "exp_labels": injection,
+                        "exp_annotations": {
+                            "summary": "Fault injections are failing",
+                            "description": "1 fault injections raised in 15 minutes; "
+                            "their Trials end Errored (InjectionFailed).",
+                        },
+                    },
+                ),
+                _alert("ITBenchFaultInjectionFailures", "40m"),
+                _alert("ITBenchFaultRecoveryFailures", "15m"),
+            ],
+        },
+        {
+            # run-a's queue stands at 5 for 70 minutes, then one trial is admitted; run-b drains.
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": "itbench_operator_queue_depth"
+                    f'{{{TARGET}, exported_namespace="team-a", run="run-a"}}',
+                    "values": "5x70 4x50",
+                },
+                {
+                    "series": "itbench_operator_queue_depth"
+                    f'{{{TARGET}, exported_namespace="team-a", run="run-b"}}',
+                    "values": "5-1x5 0x115",
+                },
+            ],
+            "alert_rule_test": [
+                _alert("ITBenchTrialsStuck", "50m"),
+                _alert(
+                    "ITBenchTrialsStuck",
+                    "65m",
+                    {
+                        "exp_labels": stuck,
+                        "exp_annotations": {
+                            "summary": "Trials of BenchmarkRun team-a/run-a wait without moving",
+                            "description": "5 Trials have waited for capacity with no Trial "
+                            "admitted for 1h.",
+                        },
+                    },
+                ),
+                _alert("ITBenchTrialsStuck", "100m"),
+            ],
+        },
+    ]
+    (tmp_path / "tests.yaml").write_text(
+        yaml.safe_dump(
+            {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": cases},
+            sort_keys=False,
+        ),
+        encoding="utf-8",
+    )
+    assert "SUCCESS" in _promtool("test", "rules", "tests.yaml", cwd=tmp_path)
+
+
+# ---- the Grafana dashboard: every query parses and charts metrics the operator exports --------
+
+GRAFANA_VARIABLES = {"$__rate_interval": "2m", "$__interval": "30s", "$__range": "6h"}
+"""Grafana's range variables, replaced as Grafana does before a query reaches Prometheus."""
+SCRAPE_SERIES = {"up"}
+"""Series Prometheus itself writes for every scrape."""
+
+
+def _exported_names() -> tuple[set[str], set[str]]:
+    """Series names the operator's registry can export, and its own metric families."""
+    registry = CollectorRegistry()
+    OperatorMetrics(registry)
+    GatewayMetrics(registry)
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_count", "_sum", "_created"),
+        "gauge": ("",),
+    }
+    names: set[str] = set()
+    families: set[str] = set()
+    for family in registry.collect():
+        names |= {family.name + suffix for suffix in suffixes.get(family.type, ("",))}
+        names |= {sample.name for sample in family.samples}
+        if family.name.startswith("itbench_"):
+            families.add(family.name)
+    return names, families
+
+
+def _grafana_query(expr: str) -> str:
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr.replace("$job", "bench-itbench")
+
+
+def _selectors(expr: str) -> list[promql_parser.VectorSelector]:
+    expr = _grafana_query(expr)
+    found: list[promql_parser.VectorSelector] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            found.append(node)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return found
+
+
+def test_dashboard_queries_parse_and_chart_every_operator_metric(
+    helm: Path, tmp_path: Path
+) -> None:
+    assert "ConfigMap" not in {d["kind"] for d in render(helm)}, "off by default"
+    config_map = one(render(helm, "metrics.dashboard.enabled=true"), "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1", "the sidecar's label"
+    assert config_map["metadata"]["namespace"] == NAMESPACE
+    (key, text), *more = config_map["data"].items()
+    assert key.endswith(".json") and not more
+    dashboard = json.loads(text)
+    assert dashboard["uid"] and dashboard["title"]
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    exported, families = _exported_names()
+    job_query = variables["job"]["query"]["query"]
+    assert job_query.startswith("label_values(") and job_query.split("(")[1].split(",")[0] in (
+        exported
+    )
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 12
+    charted: set[str] = set()
+    for panel in panels:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            selectors = _selectors(target["expr"])
+            assert selectors, target["expr"]
+            assert target["expr"].count('job="$job"') == len(selectors), "the job variable"
+            for selector in selectors:
+                assert selector.name in exported | SCRAPE_SERIES, (panel["title"], selector.name)
+                assert 'job="bench-itbench"' in str(selector), (panel["title"], str(selector))
+                charted.add(selector.name)
+    charted_families = {f for f in families if any(n.startswith(f) for n in charted)}
+    assert charted_families == families, "every operator and gateway metric is on a panel"
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= charted
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    # Prometheus' own parser agrees: every query, as Grafana sends it, as a recording rule.
+    records = [
+        {"record": f"dashboard:query{n}", "expr": _grafana_query(t["expr"])}
+        for n, t in enumerate(t for p in panels for t in p["targets"])
+    ]
+    (tmp_path / "queries.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}), encoding="utf-8"
+    )
+    found = _promtool("check", "rules", "queries.yaml", cwd=tmp_path)
+    assert f"SUCCESS: {len(records)} rules found" in found
+
+
+def test_dashboard_label_and_annotations_are_configurable(helm: Path) -> None:
+    config_map = one(
+        render(
+            helm,
+            "metrics.dashboard.enabled=true",
+            "metrics.dashboard.labels.grafana_dashboard=null",
+            "metrics.dashboard.labels.team-dashboards=yes",
+            "metrics.dashboard.annotations.grafana_folder=ITBench",
+        ),
+        "ConfigMap",
+    )
+    assert "grafana_dashboard" not in config_map["metadata"]["labels"]
+    assert config_map["metadata"]["labels"]["team-dashboards"] == "yes"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "ITBench"}
+
+
+def test_a_private_registry_gets_its_pull_secret(helm: Path) -> None:
+    pod = one(render(helm), "Deployment")["spec"]["template"]["spec"]
+    assert "imagePullSecrets" not in pod
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))["appVersion"]
+    # What .github/workflows/image.yaml pushes for the tag v<appVersion>.
+    assert pod["containers"][0]["image"] == f"ghcr.io/itbench/itbench:{version}"
+    private = one(
+        render(
+            helm,
+            "image.repository=registry.example.org/team/itbench",
+            "image.tag=0.1.0",
+            "image.pullSecrets[0].name=regcred",
+        ),
+        "Deployment",
+    )["spec"]["template"]["spec"]
+    assert private["imagePullSecrets"] == [{"name": "regcred"}]
+    assert private["containers"][0]["image"] == "registry.example.org/team/itbench:0.1.0"

@@ -23,6 +23,7 @@ from itbench.core.models.observations import (
 from itbench.core.models.scenario import Scenario
 from itbench.environments.sim.environment import SimEnvironment
 from itbench.gateway.app import create_app
+from itbench.gateway.metrics import GatewayMetrics
 from itbench.gateway.sessions import SessionRegistry, TrialSession
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -284,9 +285,9 @@ def scenario(domain: str = "SRE", allow: bool = False) -> Scenario:
 class Gateway:
     """A registry, its app, and helpers to open trial sessions on fake environments."""
 
-    def __init__(self, *, inline: bool = False) -> None:
+    def __init__(self, *, inline: bool = False, metrics: GatewayMetrics | None = None) -> None:
         self.registry = SessionRegistry()
-        self.app = create_app(self.registry, inline=inline)
+        self.app = create_app(self.registry, inline=inline, metrics=metrics)
         self.http = httpx.Client(transport=InProcessTransport(self.app), base_url="http://gw")
 
     def open(

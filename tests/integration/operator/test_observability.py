@@ -9,7 +9,8 @@ import socket
 import httpx
 import pytest
 from operator_lab import Lab, agent, ready_agent
-from prometheus_client import generate_latest
+from prometheus_client import generate_latest, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
 
 from itbench.core.models.trial import TrialScores
 from itbench.operator.logs import JsonFormatter, RoutineToDebug
@@ -41,6 +42,36 @@ async def test_liveness_endpoint_and_metrics_report_the_running_operator(lab: La
         "itbench_operator_queue_depth",
     ):
         assert f"# TYPE {name}" in text
+
+
+@pytest.mark.asyncio
+async def test_the_operator_metrics_endpoint_counts_the_gateway_it_serves(lab: Lab) -> None:
+    handle = await lab.start()
+    port = _free_port()
+    server, thread = start_http_server(
+        port, addr="127.0.0.1", registry=handle.runtime.metrics.registry
+    )
+    try:
+        transport = httpx.ASGITransport(app=handle.runtime.gateway())
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as gateway:
+            assert (await gateway.get("/v1/trials/run-a-0/task")).status_code == 401
+            assert (await gateway.get("/v1/trials/run-a-0/nothing")).status_code == 404
+        async with httpx.AsyncClient() as client:
+            text = (await client.get(f"http://127.0.0.1:{port}/metrics", timeout=5)).text
+    finally:
+        server.shutdown()
+        thread.join()
+    counts = {
+        (s.labels["route"], s.labels["outcome"]): s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "itbench_gateway_requests"
+        for s in family.samples
+        if s.name == "itbench_gateway_requests_total"
+    }
+    assert counts[("/v1/trials/{trial_id}/task", "client_error")] == 1
+    assert counts[("unmatched", "client_error")] == 1
+    assert counts[("/v1/trials/{trial_id}/actions", "refused")] == 0
+    assert "itbench_operator_reconcile_errors_total" in text, "one endpoint serves both"
 
 
 def test_trial_phase_gauge_moves_a_trial_between_phases() -> None:
