@@ -249,14 +249,17 @@ class OperatorRuntime:
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     gateway_app: Any = None
     run_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _gateway_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def gateway(self) -> Any:
-        """The gateway application over `sessions` (built on first use)."""
-        if self.gateway_app is None:
-            from itbench.gateway.app import create_app
-            from itbench.gateway.metrics import GatewayMetrics
+        """The gateway application over `sessions` (built once, on first use: trials ticking
+        side by side in Kopf's threads share it and its metrics)."""
+        with self._gateway_lock:
+            if self.gateway_app is None:
+                from itbench.gateway.app import create_app
+                from itbench.gateway.metrics import GatewayMetrics
 
-            self.gateway_app = create_app(
-                self.sessions, metrics=GatewayMetrics(self.metrics.registry)
-            )
-        return self.gateway_app
+                self.gateway_app = create_app(
+                    self.sessions, metrics=GatewayMetrics(self.metrics.registry)
+                )
+            return self.gateway_app

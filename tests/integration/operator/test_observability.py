@@ -165,3 +165,31 @@ def test_a_scored_trial_counts_its_tasks() -> None:
     failed = {"task": "mitigation", "result": "failed"}
     assert sample("itbench_operator_trial_task_results_total", failed) == 1
     assert sample("itbench_operator_trial_ntam_ratio_sum", {"kind": "fl"}) == 0.75
+
+
+def test_trials_that_first_need_the_gateway_at_once_share_one_app_and_its_metrics() -> None:
+    """Built-in agents of trials ticking side by side build the gateway once (its metrics can
+    be registered only once in the operator's registry)."""
+    import threading
+
+    from itbench.operator.runtime import OperatorRuntime
+
+    runtime = OperatorRuntime(api=None)  # type: ignore[arg-type]
+    apps: list[object] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def build() -> None:
+        start.wait()
+        try:
+            apps.append(runtime.gateway())
+        except BaseException as exc:  # noqa: BLE001 - any failure is the finding
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(apps) == 8 and all(a is apps[0] for a in apps)
