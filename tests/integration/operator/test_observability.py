@@ -183,7 +183,7 @@ def test_trials_that_first_need_the_gateway_at_once_share_one_app_and_its_metric
         start.wait()
         try:
             apps.append(runtime.gateway())
-        except BaseException as exc:  # noqa: BLE001 - any failure is the finding
+        except BaseException as exc:  # any failure is the finding
             errors.append(exc)
 
     threads = [threading.Thread(target=build) for _ in range(8)]
