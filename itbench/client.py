@@ -18,6 +18,7 @@ from urllib.parse import quote, unquote
 
 import httpx
 
+from itbench.client_http import LeanConnection, lean_target
 from itbench.core.mitigations import mitigation_to_actions
 from itbench.core.models.agent_io import (
     ControlAssessment,
@@ -473,7 +474,12 @@ class ITBenchClient:
         self._direct = (
             transport if http is None and isinstance(transport, InProcessTransport) else None
         )
+        # A remote gateway over plain HTTP is called over one lean keep-alive connection, for
+        # the same reason.
+        target = lean_target(base_url) if http is None and transport is None else None
+        self._lean = LeanConnection(*target, timeout=timeout) if target is not None else None
         self._auth = [(b"authorization", f"Bearer {token}".encode())]
+        self._lean_headers = [("Authorization", f"Bearer {token}"), ("Accept", "application/json")]
         self._r = _Requests()
         self._poll_interval = poll_interval
         self._sleep = sleep
@@ -501,6 +507,8 @@ class ITBenchClient:
 
     def close(self) -> None:
         """Close the HTTP client (and its transport)."""
+        if self._lean is not None:
+            self._lean.close()
         self._http.close()
 
     def __enter__(self) -> ITBenchClient:
@@ -512,22 +520,31 @@ class ITBenchClient:
         self.close()
 
     def _call(self, req: _Req[T]) -> T:
-        if self._direct is not None:
-            headers = list(self._auth)
-            body = b""
-            if req.json is not None:
-                body = json.dumps(
-                    req.json, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-                ).encode()
-                headers.append((b"content-type", b"application/json"))
-                headers.append((b"content-length", str(len(body)).encode()))
-            query = str(httpx.QueryParams(req.params)).encode() if req.params else b""
-            status, _, content = self._direct.exchange(
-                req.method, quote(req.path).encode(), query, headers, body
-            )
+        if self._direct is None and self._lean is None:
+            response = self._http.request(req.method, req.path, params=req.params, json=req.json)
+            return req.parse(_decode(response))
+        body = b""
+        if req.json is not None:
+            body = json.dumps(
+                req.json, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            ).encode()
+        query = str(httpx.QueryParams(req.params)) if req.params else ""
+        if self._lean is not None:
+            headers = list(self._lean_headers)
+            if body:
+                headers.append(("Content-Type", "application/json"))
+            target = quote(req.path) + (f"?{query}" if query else "")
+            status, content = self._lean.request(req.method, target, headers, body)
             return req.parse(_decode_body(status, content))
-        response = self._http.request(req.method, req.path, params=req.params, json=req.json)
-        return req.parse(_decode(response))
+        assert self._direct is not None
+        raw = list(self._auth)
+        if body:
+            raw.append((b"content-type", b"application/json"))
+            raw.append((b"content-length", str(len(body)).encode()))
+        status, _, content = self._direct.exchange(
+            req.method, quote(req.path).encode(), query.encode(), raw, body
+        )
+        return req.parse(_decode_body(status, content))
 
     # ---- protocol -----------------------------------------------------------------------
     def list_trials(self, state: str | None = "Ready") -> list[TrialSummary]:

@@ -93,16 +93,23 @@ class Environment(Protocol):
         """Jaeger-style trace search; a list of Jaeger trace objects."""
         ...
 
-    def get_objects(self, kind: str, name: str | None = None) -> list[dict[str, Any]]:
-        """Kubernetes objects of a kind in the application namespace (all, or one by name)."""
+    def get_objects(
+        self, kind: str, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
+        """Kubernetes objects of a kind in the application namespace (all, or one by name).
+
+        With `copy=False` an environment may hand out its own objects: the caller only reads
+        them, and only until its next call into the environment.
+        """
         ...
 
     def service_calls(self) -> list[tuple[str, str]]:
         """The application's service call graph as (caller, callee) service names."""
         ...
 
-    def events(self) -> list[dict[str, Any]]:
-        """Kubernetes Events in the application namespace."""
+    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """Kubernetes Events in the application namespace, oldest first; given `kind` and
+        `name`, only those whose involved object is that one."""
         ...
 
     def pod_logs(self, pod: str, tail: int) -> list[str]:

@@ -6,6 +6,9 @@ built around kubectl output reads what it expects.
 
 from __future__ import annotations
 
+import marshal
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -13,6 +16,9 @@ from typing import Any
 import yaml
 
 _DUMPER: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_YAML_CACHE_SIZE = 256
+_yaml_cache: OrderedDict[bytes, str] = OrderedDict()
+_yaml_lock = threading.Lock()
 """libyaml's safe dumper where PyYAML has it (ten times PyYAML's own speed, the same text)."""
 
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -258,8 +264,28 @@ def render_describe(obj: dict[str, Any], events: list[dict[str, Any]]) -> str:
     ]
     body = {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
     if body:
-        text = yaml.dump(body, Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
-        lines.append(text.rstrip())
+        lines.append(_yaml_text(body).rstrip())
     lines.append("Events:")
     lines.append("  <none>" if not events else render_events(events))
     return "\n".join(lines)
+
+
+def _yaml_text(body: dict[str, Any]) -> str:
+    # An agent describes the same unchanged objects again and again; the YAML of a body is
+    # kept by its exact content (marshal's bytes keep key order and types), so a changed
+    # object is never answered with an old text.
+    try:
+        key = marshal.dumps(body)
+    except ValueError:
+        return str(yaml.dump(body, Dumper=_DUMPER, sort_keys=False, default_flow_style=False))
+    with _yaml_lock:
+        text = _yaml_cache.get(key)
+        if text is not None:
+            _yaml_cache.move_to_end(key)
+            return text
+    text = str(yaml.dump(body, Dumper=_DUMPER, sort_keys=False, default_flow_style=False))
+    with _yaml_lock:
+        _yaml_cache[key] = text
+        while len(_yaml_cache) > _YAML_CACHE_SIZE:
+            _yaml_cache.popitem(last=False)
+    return text

@@ -10,12 +10,13 @@ from itbench.environments.port import Environment
 from itbench.gateway.schemas import TopologyView
 
 
-def collect_objects(env: Environment) -> list[dict[str, Any]]:
-    """Every object of the topology kinds the environment serves, with `kind` filled in."""
+def collect_objects(env: Environment, *, copy: bool = True) -> list[dict[str, Any]]:
+    """Every object of the topology kinds the environment serves, with `kind` filled in (the
+    environment's own objects with `copy=False`: read them before the next call into it)."""
     objects: list[dict[str, Any]] = []
     for kind in TOPOLOGY_KINDS:
         try:
-            found = env.get_objects(kind)
+            found = env.get_objects(kind, copy=copy)
         except (KeyError, ValueError):
             continue  # a kind this environment does not serve
         for obj in found:
@@ -24,8 +25,12 @@ def collect_objects(env: Environment) -> list[dict[str, Any]]:
 
 
 def topology_view(env: Environment) -> TopologyView:
-    """The topology (`itbench.core.topology.build_topology`) of an environment, as JSON."""
-    topology = build_topology(collect_objects(env), env.service_calls())
+    """The topology (`itbench.core.topology.build_topology`) of an environment, as JSON.
+
+    The graph is built from the environment's objects in place (it only reads them, and keeps
+    none), so call it where nothing else calls into the environment meanwhile (a session's
+    lock)."""
+    topology = build_topology(collect_objects(env, copy=False), env.service_calls())
     nodes = []
     for ref in topology.nodes:
         kind, name = split_ref(ref)

@@ -166,7 +166,9 @@ class FakeShop:
     ) -> list[dict[str, Any]]:
         return []
 
-    def get_objects(self, kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    def get_objects(
+        self, kind: str, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         if kind not in ("Deployment", "Service"):
             return []
         return [
@@ -182,7 +184,7 @@ class FakeShop:
     def service_calls(self) -> list[tuple[str, str]]:
         return [("frontend", "checkout"), ("checkout", "cart")]
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
         return []
 
     def pod_logs(self, pod: str, tail: int) -> list[str]:

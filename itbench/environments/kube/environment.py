@@ -79,6 +79,7 @@ from itbench.environments.sim.objects import (
     KIND_INFO,
     canonical_kind,
     clone,
+    involves,
     parse_cpu,
     parse_memory,
 )
@@ -606,8 +607,11 @@ class ClusterEnvironment:
         found: list[Json] = self._get("jaeger", "/api/traces", params).get("data") or []
         return found
 
-    def get_objects(self, kind: str, name: str | None = None) -> list[Json]:
-        """Objects of a kind in the namespace (the fault injector's kinds are not served)."""
+    def get_objects(self, kind: str, name: str | None = None, *, copy: bool = True) -> list[Json]:
+        """Objects of a kind in the namespace (the fault injector's kinds are not served).
+
+        Every answer is read from the cluster afresh, so `copy` changes nothing here.
+        """
         canonical = canonical_kind(kind)
         if canonical in INJECTOR_KINDS or canonical not in KIND_INFO:
             raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
@@ -618,9 +622,11 @@ class ClusterEnvironment:
         """The shop's service call graph."""
         return service_calls()
 
-    def events(self) -> list[Json]:
-        """Kubernetes Events in the namespace, oldest first."""
+    def events(self, kind: str | None = None, name: str | None = None) -> list[Json]:
+        """Kubernetes Events in the namespace, oldest first (of one object, given both)."""
         events = self._list("Event")
+        if kind is not None and name is not None:
+            events = [e for e in events if involves(e, kind, name)]
         return sorted(
             events,
             key=lambda e: str(e.get("lastTimestamp") or e["metadata"].get("creationTimestamp", "")),

@@ -466,7 +466,9 @@ class ComplianceEnvironment:
         self._require()
         return []
 
-    def get_objects(self, kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    def get_objects(
+        self, kind: str, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         """Objects of a kind (copies), all or one by name.
 
         Raises:
@@ -481,13 +483,13 @@ class ComplianceEnvironment:
         found = self._of_kind(canonical)
         if name is not None:
             found = [o for o in found if o["metadata"]["name"] == name]
-        return copy.deepcopy(found)
+        return _copied(found) if copy else found
 
     def service_calls(self) -> list[tuple[str, str]]:
         """No call graph is modelled here."""
         return []
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
         """No events."""
         return []
 
@@ -528,3 +530,7 @@ def _suffix(seed: int, name: str, n: int) -> str:
         value, r = divmod(value, len(alphabet))
         out.append(alphabet[r])
     return "".join(out)
+
+
+def _copied(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return copy.deepcopy(objects)

@@ -48,6 +48,7 @@ from itbench.environments.sim.objects import (
     baseline_objects,
     canonical_kind,
     clone,
+    involves,
     main_container,
     parse_cpu,
     parse_memory,
@@ -404,8 +405,10 @@ class SimEnvironment:
             service, operation, tags, start.timestamp(), end.timestamp(), limit, self.seed
         )
 
-    def get_objects(self, kind: str, name: str | None = None) -> list[dict[str, Any]]:
-        """Objects of a kind in the namespace (copies), all or one by name.
+    def get_objects(
+        self, kind: str, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind in the namespace (copies unless `copy=False`), all or one by name.
 
         The fault injector's kinds are not served (see `INJECTOR_KINDS`).
         """
@@ -420,17 +423,23 @@ class SimEnvironment:
             raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
         if name is not None:
             obj = self._cluster.get(canonical, name)
-            return [clone(obj)] if obj is not None else []
-        return [clone(o) for o in self._cluster.of_kind(canonical)]
+            if obj is None:
+                return []
+            return [clone(obj) if copy else obj]
+        found = self._cluster.of_kind(canonical)
+        return [clone(o) for o in found] if copy else found
 
     def service_calls(self) -> list[tuple[str, str]]:
         """The shop's service call graph as (caller, callee) pairs."""
         return service_calls()
 
-    def events(self) -> list[dict[str, Any]]:
-        """Kubernetes Events in the namespace, oldest first."""
+    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """Kubernetes Events in the namespace, oldest first (of one object, given both)."""
         self._require()
-        return clone(self._cluster.events)
+        events = self._cluster.events
+        if kind is not None and name is not None:
+            events = [e for e in events if involves(e, kind, name)]
+        return clone(events)
 
     def pod_logs(self, pod: str, tail: int) -> list[str]:
         """The last lines of a pod's log (empty when logs are masked).

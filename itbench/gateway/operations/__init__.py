@@ -8,7 +8,7 @@ Each takes the session, the call's `Origin` and typed arguments, and raises the 
 
 from itbench.gateway.operations.act import act
 from itbench.gateway.operations.calls import Origin
-from itbench.gateway.operations.objects import describe, events, get, pod_logs
+from itbench.gateway.operations.objects import describe, events, get, get_json, pod_logs
 from itbench.gateway.operations.observe import (
     alerts,
     instant_query,
@@ -32,6 +32,7 @@ __all__ = [
     "events",
     "finished",
     "get",
+    "get_json",
     "instant_query",
     "list_trials",
     "logs",

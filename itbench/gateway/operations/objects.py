@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from itbench.gateway import guardrails, kubectl
 from itbench.gateway.errors import BadInputError, FieldError, NotFoundError, bounded, refusal_error
@@ -11,6 +12,8 @@ from itbench.gateway.operations.observe import MAX_LOG_LINES
 from itbench.gateway.operations.params import bounded_int
 from itbench.gateway.schemas import EventList, KubectlDescribe, KubectlGet, PodLogs
 from itbench.gateway.sessions import TrialSession
+
+T = TypeVar("T")
 
 MAX_ITEMS = 500
 """The most objects or events one read returns."""
@@ -23,9 +26,15 @@ def _in_namespace(obj: dict[str, Any], kind: str, namespace: str) -> bool:
 
 
 def read_objects(
-    session: TrialSession, kind: str, name: str | None, namespace: str | None
+    session: TrialSession,
+    kind: str,
+    name: str | None,
+    namespace: str | None,
+    *,
+    copy: bool = True,
 ) -> tuple[str, list[dict[str, Any]]]:
-    """The objects of a kind (or the one named) that the agent may read.
+    """The objects of a kind (or the one named) that the agent may read (with `copy=False`,
+    possibly the environment's own, to be read under the session's lock only).
 
     Raises:
         RefusedError: A guardrail refuses the read.
@@ -37,7 +46,7 @@ def read_objects(
     if refusal is not None:
         raise refusal_error(refusal.rule, refusal.reason)
     try:
-        objects = session.env.get_objects(canonical, name or None)
+        objects = session.env.get_objects(canonical, name or None, copy=copy)
     except (KeyError, ValueError) as exc:
         message = bounded(str(exc))
         raise BadInputError(
@@ -65,14 +74,50 @@ def get(
     namespace: str | None = None,
 ) -> KubectlGet:
     """`kubectl get`: objects as JSON and as the table kubectl prints."""
+    return _get(session, origin, kind, name, namespace, _same, copy=True)
+
+
+def get_json(
+    session: TrialSession,
+    origin: Origin,
+    kind: str,
+    name: str | None = None,
+    namespace: str | None = None,
+) -> bytes:
+    """`kubectl get` as the JSON document of a `KubectlGet`, written under the session's lock
+    before the call's virtual time passes, so the environment's objects are read in place
+    instead of copied first."""
+    return _get(session, origin, kind, name, namespace, _json, copy=False)
+
+
+def _same(result: KubectlGet) -> KubectlGet:
+    return result
+
+
+def _json(result: KubectlGet) -> bytes:
+    return result.model_dump_json(by_alias=True).encode()
+
+
+def _get(
+    session: TrialSession,
+    origin: Origin,
+    kind: str,
+    name: str | None,
+    namespace: str | None,
+    finish: Callable[[KubectlGet], T],
+    *,
+    copy: bool,
+) -> T:
     with audited(session, origin, "observe.kubectl.get", session.virtual_cost.observation) as call:
         call.detail.update({"kind": kind, "name": name or ""})
-        canonical, objects = read_objects(session, kind, name, namespace)
-        return KubectlGet(
-            kind=canonical,
-            namespace=session.namespace,
-            items=objects,
-            text=kubectl.render_get(canonical, objects, session.env.now()),
+        canonical, objects = read_objects(session, kind, name, namespace, copy=copy)
+        return finish(
+            KubectlGet(
+                kind=canonical,
+                namespace=session.namespace,
+                items=objects,
+                text=kubectl.render_get(canonical, objects, session.env.now()),
+            )
         )
 
 
@@ -86,7 +131,7 @@ def describe(
         call.detail.update({"kind": kind, "name": name})
         canonical, objects = read_objects(session, kind, name, namespace)
         obj = objects[0]
-        events = kubectl.events_for(session.env.events(), canonical, name)
+        events = kubectl.events_for(session.env.events(canonical, name), canonical, name)
         return KubectlDescribe(
             kind=canonical,
             name=name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from itbench.gateway import operations
 from itbench.gateway.operations.observe import MAX_LOG_LINES, MAX_TRACES
@@ -144,9 +144,10 @@ def _kubectl(routes: APIRouter, endpoint: Endpoint) -> None:
         kind: Annotated[str, Query(min_length=1, description="Kind, e.g. pods or Deployment.")],
         name: Annotated[str | None, Query(description="One object by name.")] = None,
         namespace: Annotated[str | None, Query(description="Defaults to the trial's.")] = None,
-    ) -> KubectlGet:
+    ) -> Response:
         """`kubectl get`: objects as JSON and as the table kubectl prints."""
-        return operations.get(session, origin(request), kind, name, namespace)
+        body = operations.get_json(session, origin(request), kind, name, namespace)
+        return Response(body, media_type="application/json")
 
     @routes.get(
         "/trials/{trial_id}/kubectl/describe", response_model=KubectlDescribe, tags=["kubectl"]

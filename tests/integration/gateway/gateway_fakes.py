@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import copy
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from copy import deepcopy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import uvicorn
 
 from itbench.client import InProcessTransport, ITBenchClient
 from itbench.core.faults import ObjectChange
@@ -205,7 +210,9 @@ class FakeEnvironment:
             raise ValueError(f"unknown service {service!r}")
         return [{"traceID": "abc", "spans": [], "processes": {}, "tags": tags}][:limit]
 
-    def get_objects(self, kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    def get_objects(
+        self, kind: str, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         if kind == "Pod":
             pods = [
                 _pod("frontend-1-aaaaa", "frontend", True),
@@ -213,12 +220,12 @@ class FakeEnvironment:
             ]
             return [p for p in pods if name is None or p["metadata"]["name"] == name]
         items = self.objects.get(kind, [])
-        return [copy.deepcopy(o) for o in items if name is None or o["metadata"]["name"] == name]
+        return [deepcopy(o) for o in items if name is None or o["metadata"]["name"] == name]
 
     def service_calls(self) -> list[tuple[str, str]]:
         return [("frontend", "cart")]
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
         if not self.broken():
             return []
         return [
@@ -342,3 +349,38 @@ class Gateway:
 
     def headers(self, session: TrialSession) -> dict[str, str]:
         return {"Authorization": f"Bearer {session.token}"}
+
+
+class _ListeningServer(uvicorn.Server):
+    """uvicorn that signals once it listens."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+
+@contextmanager
+def served(app: Any, *, timeout_keep_alive: int = 5) -> Iterator[str]:
+    """Serve an app with uvicorn on an ephemeral loopback port; yields its base URL."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        timeout_keep_alive=timeout_keep_alive,
+    )
+    server = _ListeningServer(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        if not server.listening.wait(timeout=60):
+            raise RuntimeError("the test server did not start listening")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -10,7 +10,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,8 +18,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-import uvicorn
-from gateway_fakes import Gateway
+from gateway_fakes import Gateway, served
 from hostile_requests import ADDITIONS_5000, CORPUS, MAX_PROBLEM_BYTES, HostileRequest
 
 from itbench.client import InProcessTransport
@@ -273,16 +271,6 @@ def test_the_parser_sandbox_survives_a_query_that_crashes_the_native_parser() ->
         sandbox.close()
 
 
-class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.listening.set()
-
-
 def test_over_a_real_socket_a_query_that_crashes_the_parser_costs_one_query(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -290,29 +278,20 @@ def test_over_a_real_socket_a_query_that_crashes_the_parser_costs_one_query(
     gw = Gateway()
     session = gw.open_sim("socket")
     monkeypatch.setattr(queries, "check_query_limits", lambda query: None)
-    server = _Server(uvicorn.Config(gw.app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert server.listening.wait(timeout=60)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            crash = http.get(
-                "/v1/trials/socket/metrics/query",
-                params={"query": "+".join(["up"] * 2000)},
-                headers=gw.headers(session),
-            )
-            assert crash.status_code == 400
-            assert "crashed the PromQL parser" in crash.json()["detail"]
-            after = http.get(
-                "/v1/trials/socket/metrics/query",
-                params={"query": "up"},
-                headers=gw.headers(session),
-            )
-            assert after.status_code == 200
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with served(gw.app) as url, httpx.Client(base_url=url, timeout=60) as http:
+        crash = http.get(
+            "/v1/trials/socket/metrics/query",
+            params={"query": "+".join(["up"] * 2000)},
+            headers=gw.headers(session),
+        )
+        assert crash.status_code == 400
+        assert "crashed the PromQL parser" in crash.json()["detail"]
+        after = http.get(
+            "/v1/trials/socket/metrics/query",
+            params={"query": "up"},
+            headers=gw.headers(session),
+        )
+        assert after.status_code == 200
 
 
 def _free_port() -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -133,7 +134,7 @@ def test_environment_and_unexpected_failures_are_server_errors(
     def unreachable(query: str, time: object) -> dict[str, object]:
         raise EnvironmentFailure("prometheus is unreachable")
 
-    def boom() -> list[object]:
+    def boom(kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
         raise RuntimeError("boom")
 
     session.env.query_metrics = unreachable  # type: ignore[method-assign]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from gateway_fakes import Gateway
+from gateway_fakes import NS, Gateway
 
 from itbench.client import ITBenchAPIError
+from itbench.core.faults import get_fault
 from itbench.core.models.base import TelemetryToggles
 from itbench.environments.port import EnvironmentFailure
+from itbench.environments.sim.objects import clone
 
 
 def test_alerts_use_the_prometheus_alerts_shape(gw: Gateway) -> None:
@@ -211,7 +215,7 @@ def test_an_environment_failure_is_a_503_and_audited(gw: Gateway) -> None:
 def test_an_unexpected_failure_is_a_500_problem_and_audited(gw: Gateway) -> None:
     session = gw.open("t1")
 
-    def broken() -> list[object]:
+    def broken(kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
         raise RuntimeError("boom")
 
     session.env.events = broken  # type: ignore[method-assign]
@@ -259,3 +263,22 @@ def test_a_rejected_query_body_is_a_problem_and_lands_on_the_audit_trail(
     entry = session.audit[-1]
     assert (entry.outcome, entry.path) == ("rejected", "/v1/trials/t1/metrics/query")
     assert entry.reason == response.json()["detail"]
+
+
+def test_kubectl_get_answers_the_state_before_the_calls_own_time_passes(gw: Gateway) -> None:
+    """Over HTTP the objects are written out in place, under the session's lock; the answer is
+    still the state the call saw, never one a tick during its virtual cost produced."""
+    session = gw.open_sim("ticking")
+    session.virtual_time = True
+    env = session.env
+    env.inject("crash", get_fault("kubernetes.invalid-command").changes({"workload": "cart"}, NS))
+    client = gw.client(session)
+    ticked_with_changes = 0
+    for _ in range(40):
+        before = clone(env.get_objects("Pod"))
+        start = env.now()
+        answer = client.get("pods")
+        assert answer.items == before
+        if env.now() != start and env.get_objects("Pod") != before:
+            ticked_with_changes += 1
+    assert ticked_with_changes > 0

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 from pathlib import Path
 
 import httpx
-import uvicorn
-from gateway_fakes import Gateway
+from gateway_fakes import Gateway, served
 
 from itbench.client import (
     AgentAction,
@@ -100,37 +97,16 @@ def test_the_openapi_document_describes_bodies_problems_and_bearer_auth() -> Non
     assert json.dumps(doc).count("HTTPValidationError") == 0
 
 
-class _Server(uvicorn.Server):
-    """uvicorn on an ephemeral loopback port that signals when it listens."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.listening.set()
-
-
 def test_the_sync_client_works_against_a_real_socket(gw: Gateway) -> None:
     session = gw.open("t1")
-    server = _Server(uvicorn.Config(gw.app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert server.listening.wait(timeout=30)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        with ITBenchClient(f"http://127.0.0.1:{port}", session.token) as client:
-            assert client.next_trial().trial_id == "t1"
-            assert client.alerts()[0].alertname == "KubePodNotReady"
-            try:
-                client.get("scenarios")
-            except ITBenchAPIError as exc:
-                refused = exc.problem["rule"]
-        assert refused == "ground-truth"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with served(gw.app) as url, ITBenchClient(url, session.token) as client:
+        assert client.next_trial().trial_id == "t1"
+        assert client.alerts()[0].alertname == "KubePodNotReady"
+        try:
+            client.get("scenarios")
+        except ITBenchAPIError as exc:
+            refused = exc.problem["rule"]
+    assert refused == "ground-truth"
     assert [e.action for e in session.audit] == [
         "protocol.list",
         "observe.alerts",
