@@ -85,7 +85,8 @@ def drive_trial(
             continue
         if decision.wait_seconds > 0:
             try:
-                executor.env.advance(decision.wait_seconds)
+                with executor.lock:
+                    executor.env.advance(decision.wait_seconds)
             except EnvironmentFailure as exc:
                 status = _abort(ctx, status, executor, Reason.ENVIRONMENT_FAILURE, str(exc))
                 persist(status)
@@ -116,9 +117,10 @@ def step_trial(
     """
     ctx = executor.ctx
     try:
-        obs = executor.observe(status)
-        decision = step(ctx, status, obs, executor.now(), scorer=scorer, config=config)
-        executor.execute(decision.actions)
+        with executor.lock:
+            obs = executor.observe(status)
+            decision = step(ctx, status, obs, executor.now(), scorer=scorer, config=config)
+            executor.execute(decision.actions)
     except EnvironmentFailure as exc:
         log.warning("environment failure", extra={"trial": ctx.name, "error": str(exc)})
         return Decision(status=_abort(ctx, status, executor, Reason.ENVIRONMENT_FAILURE, str(exc)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -99,6 +100,10 @@ class TrialExecutor:
         self._on_rebuild = on_rebuild
         self.agent_error = ""
         self.rebuild_reason: str | None = None
+        self.lock = threading.RLock()
+        """Serialises calls into the environment: the runner's steps and waits take it, and on a
+        virtual clock the trial's gateway session shares it, so an agent's calls never
+        interleave with a tick (the simulator is not thread-safe)."""
 
     # ---- observe ------------------------------------------------------------------------
     def now(self) -> datetime:
@@ -276,6 +281,11 @@ class TrialExecutor:
                 agent_name=action.agent_name,
                 allow_oracle=action.allow_oracle,
                 virtual_time=self.virtual_time,
+                # On a virtual clock every call into the environment is computation, so the
+                # session shares the runner's lock; on wall time the environment waits by
+                # sleeping, and sharing it would stall the agent's calls during the runner's
+                # waits (and the runner during an agent's wait).
+                lock=self.lock if self.virtual_time else threading.RLock(),
             )
         )
 

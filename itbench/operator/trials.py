@@ -340,11 +340,12 @@ class TrialDriver:
         waits = 0
         for _ in range(self.runtime.config.steps_per_tick):
             try:
-                obs = executor.observe(status)
-                decision = step(
-                    live.ctx, status, obs, executor.now(), config=self.runtime.config.runner
-                )
-                self._execute(executor, decision.actions)
+                with executor.lock:
+                    obs = executor.observe(status)
+                    decision = step(
+                        live.ctx, status, obs, executor.now(), config=self.runtime.config.runner
+                    )
+                    self._execute(executor, decision.actions)
             except EnvironmentFailure as exc:
                 return self._abort(live, status, Reason.ENVIRONMENT_FAILURE, str(exc))
             except Exception as exc:
@@ -359,7 +360,8 @@ class TrialDriver:
                 continue
             if decision.wait_seconds > 0:
                 try:
-                    executor.env.advance(decision.wait_seconds)
+                    with executor.lock:
+                        executor.env.advance(decision.wait_seconds)
                 except EnvironmentFailure as exc:
                     return self._abort(live, status, Reason.ENVIRONMENT_FAILURE, str(exc))
                 waits += 1

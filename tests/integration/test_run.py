@@ -4,6 +4,7 @@ the embedded benchmark end to end (oracle 1.0, null 0, `itbench run`)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -805,3 +806,48 @@ def test_an_environment_that_breaks_before_the_agent_changes_anything_is_the_pla
     final = drive(h, new_status(h.env.now()), h.saved.append, agent=idle)
     assert final.phase == TrialPhase.ERRORED
     assert final.reason == "PlatformError"
+
+
+def test_an_agents_calls_wait_for_the_runner_on_a_virtual_clock() -> None:
+    """The simulator is not thread-safe: an agent calling the gateway while the runner steps or
+    waits the same trial must not run inside it."""
+    from itbench.catalog_files import load_catalog
+    from itbench.cli.serve import practice_trial
+    from itbench.core.models.base import TelemetryToggles
+    from itbench.core.runner import OpenSession
+
+    catalog, _ = load_catalog(Path(__file__).resolve().parents[2] / "scenarios")
+    trial = practice_trial(
+        catalog.get("cart-flagd-failure"), seed=1, agent_seconds=600, allow_oracle=False
+    )
+    executor = trial.executor
+    executor.env.provision()
+    executor.execute(
+        [
+            OpenSession(
+                key="t/open",
+                trial_id=executor.ctx.session_id,
+                agent_name="a",
+                telemetry=TelemetryToggles(),
+                allow_oracle=False,
+            )
+        ]
+    )
+    session = executor.session()
+    assert session is not None and session.lock is executor.lock
+    trial.registry.mark_ready(session.trial_id, executor.now() + timedelta(hours=1))
+    client = ITBenchClient.in_process(create_app(trial.registry), session.token)
+    client.use_trial(session.trial_id)
+    done = threading.Event()
+
+    def call() -> None:
+        client.alerts()
+        done.set()
+
+    with executor.lock:
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        assert not done.wait(0.5)  # held off while the runner holds the environment
+    assert done.wait(60)
+    caller.join(60)
+    client.close()
