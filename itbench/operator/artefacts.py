@@ -22,6 +22,9 @@ TRAJECTORY_BYTES = 900 << 10
 """Most bytes of a Trial's stored trajectory document (the rest of 1 MiB is left to metadata)."""
 REPORT_BYTES = 900 << 10
 """Most bytes of the run's report ConfigMap (its keys and values)."""
+PAGE_TRAJECTORY_BYTES = 32 << 20
+"""Most bytes of stored trajectories the operator reads to render one run's report page (its
+memory stays bounded; the trajectories beyond stay in their Trials' ConfigMaps)."""
 TRAJECTORY_KEY = "trajectory.json"
 """The key of a trajectory ConfigMap holding the document."""
 NOTES_KEY = "notes.txt"
@@ -108,6 +111,11 @@ def trajectory_document(
     return render(low), total - low
 
 
+def stored(key: str, data: Mapping[str, str], binary: Mapping[str, str]) -> bool:
+    """Whether `report_data` kept a file, as text or compressed."""
+    return key in data or f"{key}.gz" in binary
+
+
 def trajectory_calls(data: Mapping[str, str] | None) -> list[dict[str, Any]]:
     """The calls a stored trajectory document holds (empty when there is none or it is bad)."""
     if not data or TRAJECTORY_KEY not in data:
@@ -121,7 +129,7 @@ def trajectory_calls(data: Mapping[str, str] | None) -> list[dict[str, Any]]:
 
 
 def report_data(
-    files: Sequence[tuple[str, str]], limit: int = REPORT_BYTES
+    files: Sequence[tuple[str, str]], limit: int = REPORT_BYTES, notes: Sequence[str] = ()
 ) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """Fit the run's report files into one ConfigMap of at most `limit` bytes.
 
@@ -132,13 +140,14 @@ def report_data(
     Args:
         files: (key, text) pairs, e.g. report.json, trials.jsonl, report.html.
         limit: Most bytes of keys and values together.
+        notes: Notes known beforehand (they come first).
 
     Returns:
         The text keys, the base64-encoded binary keys and the notes.
     """
     data: dict[str, str] = {}
     binary: dict[str, str] = {}
-    notes: list[str] = []
+    notes = list(notes)
     # The notes take room too; keep a margin for them rather than refit afterwards.
     budget = limit - 4096
     used = 0

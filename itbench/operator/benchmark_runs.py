@@ -44,10 +44,13 @@ from itbench.execution.plan import TrialPlan, trial_seed
 from itbench.execution.report_html import render_html
 from itbench.operator.artefacts import (
     ARTEFACT_LABEL,
+    PAGE_TRAJECTORY_BYTES,
     REPORT,
+    TRAJECTORY_KEY,
     config_map_ref,
     referenced_config_map,
     report_data,
+    stored,
     trajectory_calls,
 )
 from itbench.operator.bodies import (
@@ -600,6 +603,7 @@ class _Reconciler:
         statuses = {t: _trial_status(body) or TrialStatus() for t, body in finished}
         plans: list[TrialPlan] = []
         trajectories: dict[str, list[dict[str, Any]]] = {}
+        read = unread = 0
         try:
             for tname, body in finished:
                 scenario, parameters = instances[tname]
@@ -622,20 +626,37 @@ class _Reconciler:
                         parameters=parameters,
                     )
                 )
-                stored = referenced_config_map(statuses[tname].trajectory_ref)
-                if stored is not None:
-                    trajectories[tname] = trajectory_calls(
-                        self.api.config_map(self.namespace, stored)
-                    )
+                cm = referenced_config_map(statuses[tname].trajectory_ref)
+                if cm is None:
+                    continue
+                if read >= PAGE_TRAJECTORY_BYTES:
+                    unread += 1
+                    continue
+                found = self.api.config_map(self.namespace, cm) or {}
+                read += len(found.get(TRAJECTORY_KEY, ""))
+                trajectories[tname] = trajectory_calls(found)
+            known = []
+            if unread:
+                known.append(
+                    f"report.html shows the trajectories of {len(trajectories)} trials; the other "
+                    f"{unread} are only in their Trials' ConfigMaps (status.trajectoryRef): the "
+                    f"page reads at most {PAGE_TRAJECTORY_BYTES} bytes of trajectories"
+                )
+            files = [
+                ("report.json", report.model_dump_json(by_alias=True)),
+                ("trials.jsonl", trial_records_text(records)),
+            ]
+            limit = self.runtime.config.report_bytes
             html = render_html(report, plans, statuses, records, trajectories)
-            data, binary, notes = report_data(
-                [
-                    ("report.json", report.model_dump_json(by_alias=True)),
-                    ("trials.jsonl", trial_records_text(records)),
-                    ("report.html", html),
-                ],
-                self.runtime.config.report_bytes,
-            )
+            data, binary, notes = report_data([*files, ("report.html", html)], limit, known)
+            if not stored("report.html", data, binary) and trajectories:
+                # The page without its trajectories still shows every table and chart.
+                light = render_html(report, plans, statuses, records, {})
+                known.append(
+                    "report.html shows no trajectories: with them it did not fit, even "
+                    "compressed; each Trial's is in the ConfigMap its status.trajectoryRef names"
+                )
+                data, binary, notes = report_data([*files, ("report.html", light)], limit, known)
             self.api.put_config_map(
                 self.namespace,
                 name,
@@ -645,11 +666,15 @@ class _Reconciler:
                 labels={RUN_LABEL: self.name, ARTEFACT_LABEL: REPORT},
             )
         except WRITE_ERRORS as exc:
-            log.warning(
+            retry = self.uid in self.runtime.unstored_reports
+            self.runtime.unstored_reports.add(self.uid)
+            log.log(
+                logging.DEBUG if retry else logging.WARNING,
                 "report not stored; retrying on the next tick",
                 extra={"run": f"{self.namespace}/{self.name}", "error": str(exc)[:300]},
             )
             return None
+        self.runtime.unstored_reports.discard(self.uid)
         return config_map_ref(name), notes
 
     def summarise(
@@ -801,6 +826,7 @@ def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
         if not left:
             meta = body["metadata"]
             runtime.run_statuses.pop(str(meta.get("uid", "")), None)
+            runtime.unstored_reports.discard(str(meta.get("uid", "")))
             with contextlib.suppress(KeyError):  # never reconciled: no series to drop
                 runtime.metrics.queue_depth.remove(meta["namespace"], meta["name"])
         if left:

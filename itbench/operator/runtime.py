@@ -249,6 +249,8 @@ class OperatorRuntime:
         run_statuses: The status this instance last wrote for each BenchmarkRun, by UID. Kopf
             hands a reconcile the body it last saw, which can predate the operator's own last
             status write; this is the newer of the two (empty after a process restart).
+        unstored_reports: UIDs of runs whose report the API refused so far (its retries log at
+            DEBUG, the first refusal at WARNING).
     """
 
     api: KubeApi
@@ -259,6 +261,7 @@ class OperatorRuntime:
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     gateway_app: Any = None
     run_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unstored_reports: set[str] = field(default_factory=set)
     _gateway_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def gateway(self) -> Any:

@@ -555,7 +555,10 @@ class TrialDriver:
                     labels={RUN_LABEL: run, ARTEFACT_LABEL: TRAJECTORY},
                 )
         except WRITE_ERRORS as exc:
-            log.warning(
+            # Once at WARNING; the retries, every tick until the API takes it, at DEBUG.
+            level = logging.DEBUG if uid in self._unsaved else logging.WARNING
+            log.log(
+                level,
                 "trajectory not stored; retrying on the next tick",
                 extra={"trial": f"{namespace}/{name}", "error": bounded(str(exc), 300)},
             )

@@ -7,6 +7,7 @@ import base64
 import dataclasses
 import gzip
 import json
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from html.parser import HTMLParser
@@ -237,8 +238,9 @@ async def test_an_oversized_trajectory_keeps_its_first_calls_and_says_so(lab: La
 
 
 async def test_refused_writes_are_retried_and_the_run_completes_once_they_go_through(
-    lab: Lab, monkeypatch: pytest.MonkeyPatch
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="itbench.operator")
     api = lab.cluster.api
     write = api.put_config_map
     refusing = [True]
@@ -287,6 +289,12 @@ async def test_refused_writes_are_retried_and_the_run_completes_once_they_go_thr
     assert "report.html" in config_map(lab, "flaky-report")["data"]  # type: ignore[index]
     handle = lab.operators[0]
     assert not handle.task.done(), "the operator never crashed"
+    # One warning per refused object; the retries (tick after tick) at DEBUG.
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned.count("trajectory not stored; retrying on the next tick") == 1
+    assert warned.count("report not stored; retrying on the next tick") == 1
+    retried = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert "trajectory not stored; retrying on the next tick" in retried
 
 
 async def test_a_restart_mid_run_keeps_every_trajectory_once(lab: Lab) -> None:
@@ -430,3 +438,44 @@ async def test_the_retention_setting_reaches_the_operator(
     )
     assert result.exit_code == 0, result.output
     assert [r.config.trajectories_per_run for r in seen] == [kept]
+
+
+async def test_a_page_too_large_with_its_trajectories_is_stored_without_them(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from itbench.operator import benchmark_runs
+
+    render = benchmark_runs.render_html
+    filler = base64.b64encode(random.Random(1).randbytes(1_200_000)).decode()
+
+    def heavy(*args: Any) -> str:
+        page_html = render(*args)
+        # Trajectories that make the page too large even compressed (gzip cannot shrink noise).
+        return page_html + f"<!-- {filler} -->" if args[-1] else page_html
+
+    monkeypatch.setattr(benchmark_runs, "render_html", heavy)
+    monkeypatch.setattr(benchmark_runs, "PAGE_TRAJECTORY_BYTES", 1)  # reads one, then stops
+    await lab.start()
+    await ready_scenarios(lab, SCENARIO)
+    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}))
+    lab.cluster.apply(
+        benchmark_run("big", "oracle", [SCENARIO], trialsPerScenario=3, allowOracle=True)
+    )
+    await until(
+        lambda: status_of(lab, "benchmarkruns", "big").get("phase") == "Succeeded",
+        what="the run complete",
+    )
+    stored = config_map(lab, "big-report")
+    assert stored is not None and not stored.get("binaryData")
+    data = stored["data"]
+    assert set(data) == {"report.json", "trials.jsonl", "report.html", "notes.txt"}
+    assert filler not in data["report.html"]
+    rows = json.loads(page(data["report.html"]).data)["trials"]
+    assert len(rows) == 3 and all(r["trajectory"] == [] for r in rows)
+    first, second = data["notes.txt"].splitlines()
+    assert "trajectories of 1 trials; the other 2 are only in their Trials' ConfigMaps" in first
+    assert "report.html shows no trajectories" in second
+    complete = next(
+        c for c in status_of(lab, "benchmarkruns", "big")["conditions"] if c["type"] == "Complete"
+    )
+    assert "see its notes.txt" in complete["message"]
