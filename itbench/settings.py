@@ -45,6 +45,13 @@ class OperatorSettings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Lowest level of log records written."
     )
+    trajectories_per_run: int = Field(
+        default=500,
+        ge=0,
+        le=100_000,
+        description="Most Trials of one BenchmarkRun whose trajectories are kept in ConfigMaps "
+        "(the first to finish; 0: none).",
+    )
 
 
 class Settings(BaseSettings):

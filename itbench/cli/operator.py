@@ -59,6 +59,13 @@ def operator() -> None:
     default=None,
     help="Lowest level written [settings: info]; debug adds Kopf's routine lines.",
 )
+@click.option(
+    "--trajectories-per-run",
+    type=click.IntRange(0, 100_000),
+    default=None,
+    help="Most Trials of one run whose trajectories are kept in ConfigMaps, the first to "
+    "finish [settings: 500; 0: none].",
+)
 @pass_settings
 def run(
     settings: Settings,
@@ -74,6 +81,7 @@ def run(
     tick_seconds: float,
     log_format: str,
     log_level: str | None,
+    trajectories_per_run: int | None,
 ) -> None:
     """Reconcile Scenarios, AgentSubmissions, BenchmarkRuns and Trials until interrupted."""
     from itbench.operator.app import connection_info, serve
@@ -87,6 +95,9 @@ def run(
     config = OperatorConfig(
         trial_tick_seconds=tick_seconds,
         agent_service_account=agent_service_account or ops.agent_service_account,
+        trajectories_per_run=(
+            ops.trajectories_per_run if trajectories_per_run is None else trajectories_per_run
+        ),
     )
     if gateway_url is not None:
         config = replace(config, gateway_url=gateway_url)

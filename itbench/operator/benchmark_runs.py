@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ import kopf
 
 from itbench.core.catalog import Catalog, CatalogError, Variants, validate_template
 from itbench.core.complexity import effective_complexity
+from itbench.core.models.agent_record import AgentInfo, AgentRuntimeKind
 from itbench.core.models.agent_submission import AgentSubmission, AgentSubmissionStatus
 from itbench.core.models.base import API_VERSION, GROUP, VERSION, Domain, LocalObjectReference
 from itbench.core.models.benchmark_run import (
@@ -38,7 +40,19 @@ from itbench.core.scoring.aggregate import build_report, headline
 from itbench.core.scoring.profile import DEFAULT_PROFILE
 from itbench.core.tasks import tasks_for
 from itbench.core.variants import instance_seed
-from itbench.execution.plan import trial_seed
+from itbench.execution.plan import TrialPlan, trial_seed
+from itbench.execution.report_html import render_html
+from itbench.operator.artefacts import (
+    ARTEFACT_LABEL,
+    PAGE_TRAJECTORY_BYTES,
+    REPORT,
+    TRAJECTORY_KEY,
+    config_map_ref,
+    referenced_config_map,
+    report_data,
+    stored,
+    trajectory_calls,
+)
 from itbench.operator.bodies import (
     ADMITTED,
     CANCELLED,
@@ -58,10 +72,14 @@ from itbench.operator.kubeapi import (
     BENCHMARK_RUNS,
     SCENARIOS,
     TRIALS,
+    WRITE_ERRORS,
     Json,
     owner_reference,
 )
 from itbench.operator.runtime import OperatorRuntime
+from itbench.reports.store import trial_records_text
+
+log = logging.getLogger(__name__)
 
 MAX_NAME = 253
 FINAL_RUN_PHASES = tuple(p for p in RunPhase if p.final)
@@ -172,6 +190,32 @@ def _record(
     )
 
 
+_RUNTIME_KINDS = {
+    "builtin": AgentRuntimeKind.CALLABLE,
+    "command": AgentRuntimeKind.COMMAND,
+    "image": AgentRuntimeKind.IMAGE,
+    "external": AgentRuntimeKind.EXTERNAL,
+}
+
+
+def agent_info(name: str, submission: AgentSubmission | None) -> AgentInfo:
+    """How the report page names the run's agent: the AgentSubmission and what it runs."""
+    runtime = submission.spec.runtime if submission is not None else None
+    kind = runtime.kind() if runtime is not None else "external"
+    target = "gateway"
+    if runtime is not None and runtime.image is not None:
+        target = str(runtime.image.image)
+    elif runtime is not None and runtime.command is not None:
+        target = " ".join(runtime.command.command)
+    elif runtime is not None and runtime.builtin is not None:
+        target = runtime.builtin.name.value
+    return AgentInfo(
+        name=name[:64].rstrip("-."),  # a Kubernetes name is longer than an agent's may be
+        runtime=_RUNTIME_KINDS[kind],
+        target=target[:4000],
+    )
+
+
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -263,6 +307,7 @@ class _Reconciler:
         self.domain: Domain | None = None
         self._scenarios: dict[str, Variants] | None = None
         self.seed_secret: str | None = None
+        self.submission: AgentSubmission | None = None
 
     # -- outcomes -----------------------------------------------------------------------------
     def write(self, status: BenchmarkRunStatus, event: tuple[str, str, bool] | None = None) -> None:
@@ -387,6 +432,7 @@ class _Reconciler:
                 return
             names = [s.name for s in chosen]
         self.domain = agent.spec.type
+        self.submission = agent
         if spec.split == Split.TEST and not self.read_seed_secret(spec):
             return
         self.reconcile_trials(spec, names, agent_name, refusal)
@@ -536,6 +582,101 @@ class _Reconciler:
             "spec": trial.wire(),
         }
 
+    def store_report(
+        self,
+        spec: BenchmarkRunSpec,
+        plan: dict[str, tuple[str, int]],
+        report: Report,
+        records: list[TrialRecord],
+        finished: list[tuple[str, Json]],
+        instances: Mapping[str, tuple[Scenario | None, dict[str, ParameterValue]]],
+        agent: str,
+    ) -> tuple[str, list[str]] | None:
+        """Write the run's ConfigMap: report.json, trials.jsonl and report.html (what fits).
+
+        Returns:
+            Its reference and the notes on what was compressed or left out; None when the API
+            refused a read or the write (logged; the caller retries on the next tick).
+        """
+        name = report_name(self.name)
+        info = agent_info(agent, self.submission)
+        statuses = {t: _trial_status(body) or TrialStatus() for t, body in finished}
+        plans: list[TrialPlan] = []
+        trajectories: dict[str, list[dict[str, Any]]] = {}
+        read = unread = 0
+        try:
+            for tname, body in finished:
+                scenario, parameters = instances[tname]
+                if scenario is None:  # deleted since: counted in the report, not on the page
+                    continue
+                scenario_name, attempt = plan[tname]
+                plans.append(
+                    TrialPlan(
+                        name=tname,
+                        uid=str(body["metadata"].get("uid", "")),
+                        run=self.name,
+                        agent=info,
+                        scenario=scenario,
+                        attempt=attempt,
+                        seed=trial_seed(spec.seed, scenario_name, attempt),
+                        telemetry=spec.telemetry,
+                        timeouts=spec.timeouts,
+                        allow_oracle=spec.allow_oracle,
+                        split=spec.split,
+                        parameters=parameters,
+                    )
+                )
+                cm = referenced_config_map(statuses[tname].trajectory_ref)
+                if cm is None:
+                    continue
+                if read >= PAGE_TRAJECTORY_BYTES:
+                    unread += 1
+                    continue
+                found = self.api.config_map(self.namespace, cm) or {}
+                read += len(found.get(TRAJECTORY_KEY, ""))
+                trajectories[tname] = trajectory_calls(found)
+            known = []
+            if unread:
+                known.append(
+                    f"report.html shows the trajectories of {len(trajectories)} trials; the other "
+                    f"{unread} are only in their Trials' ConfigMaps (status.trajectoryRef): the "
+                    f"page reads at most {PAGE_TRAJECTORY_BYTES} bytes of trajectories"
+                )
+            files = [
+                ("report.json", report.model_dump_json(by_alias=True)),
+                ("trials.jsonl", trial_records_text(records)),
+            ]
+            limit = self.runtime.config.report_bytes
+            html = render_html(report, plans, statuses, records, trajectories)
+            data, binary, notes = report_data([*files, ("report.html", html)], limit, known)
+            if not stored("report.html", data, binary) and trajectories:
+                # The page without its trajectories still shows every table and chart.
+                light = render_html(report, plans, statuses, records, {})
+                known.append(
+                    "report.html shows no trajectories: with them it did not fit, even "
+                    "compressed; each Trial's is in the ConfigMap its status.trajectoryRef names"
+                )
+                data, binary, notes = report_data([*files, ("report.html", light)], limit, known)
+            self.api.put_config_map(
+                self.namespace,
+                name,
+                data,
+                self.body,
+                binary_data=binary,
+                labels={RUN_LABEL: self.name, ARTEFACT_LABEL: REPORT},
+            )
+        except WRITE_ERRORS as exc:
+            retry = self.uid in self.runtime.unstored_reports
+            self.runtime.unstored_reports.add(self.uid)
+            log.log(
+                logging.DEBUG if retry else logging.WARNING,
+                "report not stored; retrying on the next tick",
+                extra={"run": f"{self.namespace}/{self.name}", "error": str(exc)[:300]},
+            )
+            return None
+        self.runtime.unstored_reports.discard(self.uid)
+        return config_map_ref(name), notes
+
     def summarise(
         self,
         spec: BenchmarkRunSpec,
@@ -550,6 +691,7 @@ class _Reconciler:
         previous = self.previous
         summary = previous.summary
         report_ref = previous.report_ref
+        notes: list[str] = []
         domain = self.domain
         cancelled = spec.cancel
         done = bool(total) and len(finished) == total
@@ -575,14 +717,10 @@ class _Reconciler:
             report = build_report(records, DEFAULT_PROFILE, agent=agent, created_at=now())
             summary = display_summary(report, domain) if records else RunSummary(domain=domain)
             if complete:
-                cm = report_name(self.name)
-                self.api.put_config_map(
-                    self.namespace,
-                    cm,
-                    {"report.json": report.model_dump_json(by_alias=True)},
-                    self.body,
-                )
-                report_ref = f"configmap/{cm}"
+                kept = self.store_report(spec, plan, report, records, finished, instances, agent)
+                if kept is None:
+                    return  # the status waits for the report: the next tick tries again
+                report_ref, notes = kept
         if done and not cancelled:
             phase = _outcome(summary)
         conditions = condition(
@@ -612,6 +750,9 @@ class _Reconciler:
                 f"{len(finished)}/{total} trials finished ({summary.succeeded} succeeded, "
                 f"{summary.failed} failed, {summary.errored} errored); report in {report_ref}"
             )
+            if notes:
+                message += f" ({len(notes)} file(s) compressed or left out over the size limit: "
+                message += "see its notes.txt)"
         else:
             reason = "Cancelling" if cancelled else "TrialsRunning"
             message = f"{len(finished)}/{total} finished, {len(active)} running"
@@ -685,6 +826,7 @@ def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
         if not left:
             meta = body["metadata"]
             runtime.run_statuses.pop(str(meta.get("uid", "")), None)
+            runtime.unstored_reports.discard(str(meta.get("uid", "")))
             with contextlib.suppress(KeyError):  # never reconciled: no series to drop
                 runtime.metrics.queue_depth.remove(meta["namespace"], meta["name"])
         if left:

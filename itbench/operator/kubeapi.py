@@ -11,11 +11,15 @@ from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from itbench.core.models.base import GROUP, VERSION
 from itbench.operator.bodies import bounded
 
 log = logging.getLogger(__name__)
+
+WRITE_ERRORS: tuple[type[Exception], ...] = (ApiException, HTTPError, OSError)
+"""What a call to the API raises when the server refuses it or cannot be reached."""
 
 Json = dict[str, Any]
 
@@ -175,23 +179,56 @@ class KubeApi:
         return data
 
     def put_config_map(
-        self, namespace: str, name: str, data: dict[str, str], owner: Json | None = None
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str],
+        owner: Json | None = None,
+        *,
+        binary_data: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
-        """Create or replace a ConfigMap (owned by `owner` when given)."""
+        """Create or replace a ConfigMap (owned by `owner` when given).
+
+        Args:
+            namespace: Its namespace.
+            name: Its name.
+            data: Text keys.
+            owner: The object it is garbage-collected with.
+            binary_data: Base64-encoded binary keys.
+            labels: Labels besides `app.kubernetes.io/part-of: itbench`.
+        """
         meta: Json = {
             "name": name,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/part-of": "itbench"},
+            "labels": {"app.kubernetes.io/part-of": "itbench", **(labels or {})},
         }
         if owner is not None:
             meta["ownerReferences"] = [owner_reference(owner)]
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+        body: Json = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+        if binary_data:
+            body["binaryData"] = binary_data
         try:
             self.core.create_namespaced_config_map(namespace, body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
             self.core.replace_namespaced_config_map(name, namespace, body)
+
+    def config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's text keys, or None when it does not exist."""
+        try:
+            found = self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found.data or {})
+
+    def config_map_names(self, namespace: str, label_selector: str) -> list[str]:
+        """Names of the ConfigMaps in a namespace that match a label selector."""
+        found = self.core.list_namespaced_config_map(namespace, label_selector=label_selector)
+        return [item.metadata.name for item in found.items]
 
     def ensure(self, manifest: Json) -> bool:
         """Create a core/v1 or batch/v1 object unless it exists; True when it was created."""

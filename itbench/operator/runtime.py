@@ -17,6 +17,7 @@ from itbench.core.runner import DEFAULT_CONFIG, RunnerConfig, TrialContext
 from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.evidence import AgentRecord, TopologyRecord
 from itbench.gateway.sessions import SessionRegistry
+from itbench.operator.artefacts import REPORT_BYTES, TRAJECTORY_BYTES
 from itbench.operator.kubeapi import KubeApi
 from itbench.operator.metrics import OperatorMetrics
 
@@ -43,6 +44,12 @@ class OperatorConfig:
         agent_wall_seconds: Real seconds an in-process (built-in) agent may take on one trial.
         gateway_url: URL agents in Jobs reach the gateway at.
         agent_service_account: ServiceAccount the agent Jobs run as (no RBAC bindings).
+        trajectory_bytes: Most bytes of the trajectory document stored per Trial (a ConfigMap
+            holds at most 1 MiB); longer trajectories keep their first calls and say so.
+        trajectories_per_run: Most Trials of one run whose trajectories are stored (0: none);
+            the first to finish are kept.
+        report_bytes: Most bytes of the run's report ConfigMap (report.json, trials.jsonl,
+            report.html; what does not fit is compressed or left out, and notes.txt says so).
         runner: The state machine's timing constants.
     """
 
@@ -56,6 +63,9 @@ class OperatorConfig:
     agent_wall_seconds: float = 120.0
     gateway_url: str = "http://itbench-gateway.itbench-system.svc:8080"
     agent_service_account: str = "itbench-agent"
+    trajectory_bytes: int = TRAJECTORY_BYTES
+    trajectories_per_run: int = 500
+    report_bytes: int = REPORT_BYTES
     runner: RunnerConfig = DEFAULT_CONFIG
 
 
@@ -239,6 +249,8 @@ class OperatorRuntime:
         run_statuses: The status this instance last wrote for each BenchmarkRun, by UID. Kopf
             hands a reconcile the body it last saw, which can predate the operator's own last
             status write; this is the newer of the two (empty after a process restart).
+        unstored_reports: UIDs of runs whose report the API refused so far (its retries log at
+            DEBUG, the first refusal at WARNING).
     """
 
     api: KubeApi
@@ -249,6 +261,7 @@ class OperatorRuntime:
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     gateway_app: Any = None
     run_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unstored_reports: set[str] = field(default_factory=set)
     _gateway_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def gateway(self) -> Any:

@@ -44,10 +44,19 @@ from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.driver import threaded_agent
 from itbench.execution.executor import TrialExecutor
 from itbench.operator import workloads
+from itbench.operator.artefacts import (
+    ARTEFACT_LABEL,
+    TRAJECTORY,
+    TRAJECTORY_KEY,
+    config_map_ref,
+    trajectory_document,
+    trajectory_name,
+)
 from itbench.operator.bodies import (
     ADMITTED,
     CANCELLED,
     FORCE_RELEASE,
+    RUN_LABEL,
     annotation,
     bounded,
     condition,
@@ -59,7 +68,14 @@ from itbench.operator.bodies import (
     source,
 )
 from itbench.operator.bodies import now as wall_clock
-from itbench.operator.kubeapi import AGENT_SUBMISSIONS, BENCHMARK_RUNS, SCENARIOS, TRIALS, Json
+from itbench.operator.kubeapi import (
+    AGENT_SUBMISSIONS,
+    BENCHMARK_RUNS,
+    SCENARIOS,
+    TRIALS,
+    WRITE_ERRORS,
+    Json,
+)
 from itbench.operator.runtime import OperatorRuntime
 
 log = logging.getLogger(__name__)
@@ -81,6 +97,20 @@ class _Live:
     status: TrialStatus | None = None
 
 
+@dataclass
+class _Unsaved:
+    """A finished trial whose trajectory the API refused to store: kept until a retry stores it."""
+
+    run: str
+    calls: list[dict[str, Any]]
+    status: TrialStatus
+
+
+Stored = tuple[bool, str, str]
+"""The TrajectoryStored condition of a finished trial: (stored, reason, message)."""
+
+TRAJECTORY_STORED = "TrajectoryStored"
+"""Condition of a finished Trial: whether its trajectory is in `status.trajectoryRef`."""
 ORPHANED = "Orphaned"
 """Reason of a Trial no BenchmarkRun owns: it never runs."""
 INVALID_SPEC = "InvalidSpec"
@@ -119,6 +149,10 @@ class TrialDriver:
         self._locks_guard = threading.Lock()
         # Trials whose owning run was checked (UID -> True): checked once, not on every tick.
         self._owned: set[str] = set()
+        # Finished trials whose trajectory is still to be stored (the API refused it), by UID.
+        self._unsaved: dict[str, _Unsaved] = {}
+        # Counting a run's stored trajectories and adding one happen together.
+        self._retention = threading.Lock()
 
     def _lock(self, uid: str) -> threading.Lock:
         with self._locks_guard:
@@ -195,10 +229,20 @@ class TrialDriver:
             body: The Trial object.
         """
         uid = body["metadata"]["uid"]
-        if uid in self._done or body["metadata"].get("deletionTimestamp"):
+        if body["metadata"].get("deletionTimestamp"):
+            return
+        if uid in self._unsaved:
+            with self._lock(uid):
+                self._store_again(body)
+            return
+        if uid in self._done:
             return
         with self._lock(uid):
             self._advance(body)
+
+    def retrying(self, uid: str) -> bool:
+        """Whether a finished trial's trajectory still waits to be stored."""
+        return uid in self._unsaved
 
     def _advance(self, body: kopf.Body) -> None:
         meta = body["metadata"]
@@ -301,7 +345,14 @@ class TrialDriver:
             )
         else:
             status = self._steps(live, status)
-        self._write(body, old, before, status)
+        stored: Stored | None = None
+        if status.phase.final:
+            # Before the release closes the session that holds the audit trail.
+            calls = [dict(c) for c in live.executor.trajectory()]
+            status, stored = self._keep_trajectory(body, trial.spec.run_ref.name, calls, status)
+        written = self._write(body, old, before, status, stored)
+        if uid in self._unsaved:
+            self._unsaved[uid].status = written
         live.status = status
         if not status.phase.final:
             self._publish(body, live)
@@ -468,15 +519,98 @@ class TrialDriver:
         # agent's Job and token Secret go too.
         self._release(body, self._agent_of(body))
 
+    # ---- trajectories -------------------------------------------------------------------------
+    def _keep_trajectory(
+        self, body: kopf.Body, run: str, calls: list[dict[str, Any]], status: TrialStatus
+    ) -> tuple[TrialStatus, Stored]:
+        """Store a finished trial's audit trail in a ConfigMap it owns and refer to it.
+
+        Never fails the trial: a refused write is logged, kept in memory and retried on the
+        next tick; a run over the retention limit keeps no more trajectories.
+        """
+        meta = body["metadata"]
+        uid, name, namespace = meta["uid"], meta["name"], meta["namespace"]
+        config = self.runtime.config
+        cm = trajectory_name(name)
+        try:
+            with self._retention:
+                kept = self.api.config_map_names(
+                    namespace, f"{RUN_LABEL}={run},{ARTEFACT_LABEL}={TRAJECTORY}"
+                )
+                if cm not in kept and len(kept) >= config.trajectories_per_run:
+                    self._unsaved.pop(uid, None)
+                    return status, (
+                        False,
+                        "RetentionLimit",
+                        f"not stored: BenchmarkRun {namespace}/{run} already keeps {len(kept)} "
+                        f"trajectories, the operator's limit (--trajectories-per-run "
+                        f"{config.trajectories_per_run})",
+                    )
+                text, dropped = trajectory_document(
+                    f"{namespace}/{name}", run, calls, config.trajectory_bytes
+                )
+                self.api.put_config_map(
+                    namespace,
+                    cm,
+                    {TRAJECTORY_KEY: text},
+                    _plain(body),
+                    labels={RUN_LABEL: run, ARTEFACT_LABEL: TRAJECTORY},
+                )
+        except WRITE_ERRORS as exc:
+            # Once at WARNING; the retries, every tick until the API takes it, at DEBUG.
+            level = logging.DEBUG if uid in self._unsaved else logging.WARNING
+            log.log(
+                level,
+                "trajectory not stored; retrying on the next tick",
+                extra={"trial": f"{namespace}/{name}", "error": bounded(str(exc), 300)},
+            )
+            self._unsaved[uid] = _Unsaved(run=run, calls=calls, status=status)
+            return status, (
+                False,
+                "WriteFailed",
+                f"ConfigMap {namespace}/{cm} could not be written "
+                f"({bounded(str(exc), 200)}); retrying",
+            )
+        self._unsaved.pop(uid, None)
+        ref = config_map_ref(cm)
+        if dropped:
+            stored = (
+                True,
+                "Truncated",
+                f"{len(calls) - dropped} of {len(calls)} calls stored in {ref}; {dropped} left "
+                f"out over the {config.trajectory_bytes}-byte limit (the document says so)",
+            )
+        else:
+            stored = (True, "Stored", f"{len(calls)} calls stored in {ref}")
+        return status.model_copy(update={"trajectory_ref": ref}), stored
+
+    def _store_again(self, body: kopf.Body) -> None:
+        """Retry storing the trajectory of a finished trial (its status gains the reference)."""
+        uid = body["metadata"]["uid"]
+        unsaved = self._unsaved.get(uid)
+        if unsaved is None:
+            return
+        status, stored = self._keep_trajectory(body, unsaved.run, unsaved.calls, unsaved.status)
+        if stored[1] != "WriteFailed":  # stored, or the run keeps no more: say so
+            self._write(body, _stored(body), unsaved.status, status, stored)
+
     def _write(
-        self, body: kopf.Body, old: Json, previous: TrialStatus | None, status: TrialStatus
-    ) -> None:
+        self,
+        body: kopf.Body,
+        old: Json,
+        previous: TrialStatus | None,
+        status: TrialStatus,
+        stored: Stored | None = None,
+    ) -> TrialStatus:
         meta = body["metadata"]
         generation = meta.get("generation")
+        conditions = _conditions(status, previous, generation)
+        if stored is not None:
+            conditions = condition(conditions, TRAJECTORY_STORED, *stored, generation)
         status = status.model_copy(
             update={
                 "observed_generation": generation,
-                "conditions": _conditions(status, previous, generation),
+                "conditions": conditions,
                 "clock": status.clock or (previous.clock if previous is not None else None),
             }
         )
@@ -499,6 +633,7 @@ class TrialDriver:
             ).inc()
             if status.scores is not None:
                 self.runtime.metrics.trial_scored(status.scores)
+        return status
 
     # ---- agent workloads ----------------------------------------------------------------------
     def _publish(self, body: kopf.Body, live: _Live) -> None:
@@ -572,6 +707,7 @@ class TrialDriver:
 
     def _finalize(self, body: kopf.Body, meta: Any, uid: str) -> None:
         self._done.add(uid)  # no tick starts work on it from now on
+        self._unsaved.pop(uid, None)
         env = self.runtime.environments.get(uid)
         if env is not None:
             try:
@@ -707,13 +843,17 @@ def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
     """
     driver = TrialDriver(runtime)
 
+    def due(body: kopf.Body, status: Any, **_: Any) -> bool:
+        # Finished trials tick on only while their trajectory waits to be stored.
+        return _not_final(status) or driver.retrying(str(body["metadata"].get("uid", "")))
+
     @kopf.timer(
         GROUP,
         VERSION,
         TRIALS,
         id="advance",
         interval=runtime.config.trial_tick_seconds,
-        when=_not_final,
+        when=due,
         registry=registry,
     )
     def advance(body: kopf.Body, **_: Any) -> None:

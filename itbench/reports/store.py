@@ -52,6 +52,11 @@ def load_trial_records(path: Path) -> list[TrialRecord]:
     return records
 
 
+def trial_records_text(records: Iterable[TrialRecord]) -> str:
+    """Trial records as the JSON lines of `trials.jsonl` (camelCase, keys sorted)."""
+    return "".join(json.dumps(r.wire(), sort_keys=True) + "\n" for r in records)
+
+
 def save_trial_records(records: Iterable[TrialRecord], path: Path) -> None:
     """Write trial records as JSON lines (camelCase), replacing the file atomically.
 
@@ -62,7 +67,7 @@ def save_trial_records(records: Iterable[TrialRecord], path: Path) -> None:
     file = _records_path(path)
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(file.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r.wire(), sort_keys=True) + "\n" for r in records))
+    tmp.write_text(trial_records_text(records))
     tmp.replace(file)
 
 

@@ -228,6 +228,7 @@ def test_container_args_and_env_are_what_the_operator_understands(
     assert settings.operator.bind_address == "0.0.0.0"
     assert ctx.params["agent_service_account"] == "itbench-agent"
     assert ctx.params["log_level"] == "info"
+    assert ctx.params["trajectories_per_run"] == 500
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == settings.operator.metrics_port
     assert ports["gateway"] == settings.gateway.port
@@ -345,6 +346,7 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         ("metrics.port=0", "minimum"),
         ('watchNamespaces="team-a"', "array"),
         ('operator={"logLevel": "loud"}', "logLevel"),
+        ('operator={"trajectoriesPerRun": -1}', "minimum"),
         ('agents={"namespace": "x"}', "namespace"),
         ('metrics={"prometheusRule": {"rules": [{"alert": "X"}]}}', "expr"),
     ],
@@ -353,6 +355,7 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         "port-zero",
         "string-for-list",
         "bad-enum",
+        "negative-retention",
         "removed-value",
         "rule-without-expr",
     ],

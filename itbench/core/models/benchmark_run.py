@@ -234,7 +234,10 @@ class BenchmarkRunStatus(ApiModel):
     scenarios: list[str] = Field(default_factory=list, description="The resolved scenario names.")
     summary: RunSummary = Field(default_factory=RunSummary, description="Headline scores.")
     report_ref: str | None = Field(
-        default=None, description="Where the full report is stored (e.g. configmap/<name>)."
+        default=None,
+        description="Where the full report is stored, set when the run ends: `configmap/<name>`, "
+        "a ConfigMap owned by the run with report.json, trials.jsonl and report.html (at most "
+        "900 KiB; notes.txt names what was gzip-compressed into binaryData or left out).",
     )
     started_at: str | None = Field(
         default=None, description="When the first trial started (wall clock, RFC 3339)."

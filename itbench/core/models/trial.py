@@ -236,7 +236,11 @@ class TrialStatus(ApiModel):
         "wall time.",
     )
     trajectory_ref: str | None = Field(
-        default=None, description="Where the audit trail of the agent's calls is stored."
+        default=None,
+        description="Where the audit trail of the agent's calls is stored, set when the trial "
+        "ends: `configmap/<name>`, a ConfigMap owned by the Trial whose key trajectory.json holds "
+        "the calls (at most 900 KiB; `truncated` says when calls were left out). The "
+        "TrajectoryStored condition says why it is unset.",
     )
     observed_generation: int | None = Field(default=None, description="Last reconciled generation.")
     conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import copy
 import json
@@ -350,6 +351,27 @@ def json_patch(doc: Json, ops: list[Json]) -> Json:
     return result
 
 
+CONFIG_MAP_BYTES = 1 << 20
+"""kube-apiserver's limit on a ConfigMap's data and binaryData together (keys included)."""
+
+
+def _check_size(rtype: ResourceType, body: Json) -> None:
+    """Refuse a ConfigMap over 1 MiB as kube-apiserver's validation does (422 Invalid)."""
+    if rtype.group or rtype.plural != "configmaps":
+        return
+    size = sum(len(k) + len(str(v).encode()) for k, v in (body.get("data") or {}).items())
+    for key, value in (body.get("binaryData") or {}).items():
+        size += len(key) + len(base64.b64decode(value))
+    if size > CONFIG_MAP_BYTES:
+        name = (body.get("metadata") or {}).get("name", "")
+        raise ApiError(
+            422,
+            "Invalid",
+            f'ConfigMap "{name}" is invalid: []: Too long: must have at most '
+            f"{CONFIG_MAP_BYTES} bytes",
+        )
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -550,6 +572,7 @@ class LoopbackApi:
                 self._loop.call_soon_threadsafe(changed.set)
 
     def _store(self, rtype: ResourceType, namespace: str | None, body: Json) -> Json:
+        _check_size(rtype, body)
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
@@ -611,6 +634,7 @@ class LoopbackApi:
                 f'Operation cannot be fulfilled on {rtype.plural}.{rtype.group} "{target.name}": '
                 "the object has been modified; please apply your changes to the latest version",
             )
+        _check_size(rtype, new)
         obj = copy.deepcopy(new)
         if rtype.status_subresource:
             if target.subresource == "status":

@@ -212,7 +212,12 @@ async def test_kubectl_waits_for_a_complete_trial_and_finops_columns_are_filled(
     status = status_of(lab, "trials", name)
     assert status["phase"] == "Succeeded" and status["clock"] == "virtual"
     types = {c["type"]: c["status"] for c in status["conditions"]}
-    assert types == {"Valid": "True", "Ready": "False", "Complete": "True"}
+    assert types == {
+        "Valid": "True",
+        "Ready": "False",
+        "Complete": "True",
+        "TrajectoryStored": "True",
+    }
     await until(
         lambda: status_of(lab, "benchmarkruns", "fin-run").get("phase") == "Succeeded",
         what="the run Succeeded",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itbench.operator.artefacts import trajectory_name
 from itbench.operator.benchmark_runs import report_name, trial_name
 from itbench.operator.workloads import workload_name
 
@@ -29,3 +30,11 @@ def test_runs_whose_names_join_alike_get_different_trial_names() -> None:
     assert trial_name("r-finops", "no-fault-control", 0) != trial_name(
         "r", "finops-no-fault-control", 0
     )
+
+
+def test_trajectory_config_maps_are_named_per_trial_within_the_limit() -> None:
+    assert trajectory_name("run-a-0") == "run-a-0-trajectory"
+    longest = trial_name("r" * 200, "s" * 200, 7)
+    name = trajectory_name(longest)
+    assert len(name) <= 253 and name.endswith("-trajectory")
+    assert name != trajectory_name(trial_name("r" * 200, "s" * 199 + "t", 7))
