@@ -202,6 +202,10 @@ def test_rbac_covers_what_the_operator_touches(helm: Path, values: tuple[str, ..
         assert allowed("itbench.io", plural, "watch") and allowed("itbench.io", plural, "patch")
         assert allowed("itbench.io", f"{plural}/status", "patch")
     assert allowed("itbench.io", "trials", "create") and allowed("itbench.io", "trials", "delete")
+    for owner in ("benchmarkruns", "trials"):
+        assert allowed("itbench.io", f"{owner}/finalizers", "update"), (
+            "objects owned with blockOwnerDeletion need update on the owner's finalizers"
+        )
     assert allowed("", "events", "create")
     assert allowed("", "configmaps", "create"), "reports are stored in ConfigMaps"
     assert allowed("", "secrets", "create"), "per-trial gateway tokens"
