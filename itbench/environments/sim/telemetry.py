@@ -220,18 +220,30 @@ class Scraper:
     _span_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(default_factory=dict)
     _client_keys: dict[str, set[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     _started_logged: dict[str, float] = field(default_factory=dict)
+    # Scrapes repeat the same label sets: each written label set (as a writer builds it) maps
+    # to its series once, so a scrape neither re-sorts labels nor re-hashes the sorted set.
+    _handles: dict[tuple[tuple[str, str], ...], SimSeries] = field(default_factory=dict)
+    _ksm_handles: dict[tuple[str, tuple[tuple[str, str], ...]], SimSeries] = field(
+        default_factory=dict
+    )
+    _span_label_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = field(
+        default_factory=dict
+    )
 
     # ---- series -----------------------------------------------------------------------------
+    def _series(self, key: tuple[tuple[str, str], ...]) -> SimSeries:
+        """The series a label set (in any order) is stored under."""
+        s = self._handles.get(key)
+        if s is None:
+            s = self.store.handle(_sorted(key))
+            self._handles[key] = s
+        return s
+
     def _set(self, key: tuple[tuple[str, str], ...], t: float, value: float) -> None:
-        s = self.store.handle(_sorted(key))
-        if s.timestamps and s.timestamps[-1] == t:
-            s.values[-1] = value  # one sample per series and scrape, as Prometheus keeps it
-            return
-        s.timestamps.append(t)
-        s.values.append(value)
+        _put(self._series(key), t, value)
 
     def _add(self, key: tuple[tuple[str, str], ...], t: float, inc: float) -> None:
-        s = self.store.handle(_sorted(key))
+        s = self._series(key)
         if s.timestamps and s.timestamps[-1] == t:
             s.values[-1] += inc  # two writers of one series in a scrape: one sample, both counts
             return
@@ -309,24 +321,27 @@ class Scraper:
                 (("__name__", "kafka_consumer_group_lag_ratio"), *base, ("partition", "0")), t, lag
             )
 
-    def _serving_pods(self, svc: str) -> list[Obj]:
-        """Ready pods that run the service's own program (a pause image exports no spans)."""
+    def _serving_pods(self, services: set[str]) -> dict[str, list[Obj]]:
+        """Per service, its ready pods that run the service's own program (a pause image
+        exports no spans), by name."""
         c = self.cluster
-        return [
-            p
-            for p in c.of_kind("Pod")
-            if _owner(p).rsplit("-", 1)[0] == svc
-            and c.pod_ready(p)
-            and image_program(str(main_container(p["spec"]).get("image", ""))) == svc
-        ]
+        out: dict[str, list[Obj]] = {svc: [] for svc in services}
+        for p in c.of_kind("Pod"):
+            pods = out.get(_owner(p).rsplit("-", 1)[0])
+            if pods is None:
+                continue
+            svc = _owner(p).rsplit("-", 1)[0]
+            if (
+                c.pod_ready(p)
+                and image_program(str(main_container(p["spec"]).get("image", ""))) == svc
+            ):
+                pods.append(p)
+        return out
 
     def _span_metrics(
         self, t: float, dt: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]
     ) -> None:
-        serving = {
-            svc: self._serving_pods(svc)
-            for svc in {k[0] for k in traffic.ops} | {k[0] for k in traffic.edges}
-        }
+        serving = self._serving_pods({k[0] for k in traffic.ops} | {k[0] for k in traffic.edges})
         server: dict[tuple[tuple[str, str], ...], list[float]] = {}
         for (svc, name), stats in traffic.ops.items():
             spec = SERVICE_BY_NAME.get(svc)
@@ -345,13 +360,14 @@ class Scraper:
                     ("STATUS_CODE_UNSET", share_ok),
                     ("STATUS_CODE_ERROR", share_err),
                 ):
-                    labels = _span_labels(target, svc, pod, span, op.kind, status)
-                    calls = (("__name__", "traces_span_metrics_calls_total"), *labels)
+                    labels = self._span_labels(target, svc, pod, span, op.kind, status)
                     if (
                         status == "STATUS_CODE_ERROR"
                         and not count
                         and labels not in server
-                        and not self.store.has(_sorted(calls))
+                        and not self.store.has(
+                            (("__name__", "traces_span_metrics_calls_total"), *labels)
+                        )
                     ):
                         continue
                     increments = self._increments_for(count, stats.latency)
@@ -376,15 +392,15 @@ class Scraper:
                 n, self._count(("cer", caller, caller_op, callee, op_name), n * edge.error)
             )
             for index, pod in enumerate(pods):
-                ok_labels = _span_labels(
+                ok_labels = self._span_labels(
                     target, caller, pod, span, client_kind, "STATUS_CODE_UNSET"
                 )
-                ok_key = _sorted((("__name__", "traces_span_metrics_calls_total"), *ok_labels))
+                ok_key = (("__name__", "traces_span_metrics_calls_total"), *ok_labels)
                 client[ok_key] = client.get(ok_key, 0.0) + _share(n - errors, len(pods), index)
-                err_labels = _span_labels(
+                err_labels = self._span_labels(
                     target, caller, pod, span, client_kind, "STATUS_CODE_ERROR"
                 )
-                err_key = _sorted((("__name__", "traces_span_metrics_calls_total"), *err_labels))
+                err_key = (("__name__", "traces_span_metrics_calls_total"), *err_labels)
                 err = _share(errors, len(pods), index)
                 if err or err_key in client or self.store.has(err_key):
                     client[err_key] = client.get(err_key, 0.0) + err
@@ -408,6 +424,24 @@ class Scraper:
         for series_key, inc in client.items():
             self._add(series_key, t, inc)
             self._client_keys.setdefault(instance, set()).add(series_key)
+
+    def _span_labels(
+        self,
+        target: tuple[tuple[str, str], ...],
+        svc: str,
+        pod: Obj,
+        span: str,
+        kind: str,
+        status: str,
+    ) -> tuple[tuple[str, str], ...]:
+        """`_span_labels` of the module, remembered (sorted, so `__name__` can go in front)."""
+        uid = str(pod["metadata"].get("uid", ""))
+        key = (target, svc, uid, span, kind, status)
+        labels = self._span_label_cache.get(key)
+        if labels is None:
+            labels = _span_labels(target, svc, uid, span, kind, status)
+            self._span_label_cache[key] = labels
+        return labels
 
     def _span_handles_for(self, labels: tuple[tuple[str, str], ...]) -> list[SimSeries]:
         handles = self._span_handles.get(labels)
@@ -440,10 +474,14 @@ class Scraper:
 
     # ---- kube-state-metrics -----------------------------------------------------------------
     def _ksm(self, t: float, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:
-        # honorLabels: the object's own labels win over the scrape's.
-        own = {k for k, _ in labels}
-        extra = tuple(kv for kv in (*KSM_TARGET, ("pod", KSM_POD)) if kv[0] not in own)
-        self._set((("__name__", name), *labels, *extra), t, value)
+        s = self._ksm_handles.get((name, labels))
+        if s is None:
+            # honorLabels: the object's own labels win over the scrape's.
+            own = {k for k, _ in labels}
+            extra = tuple(kv for kv in (*KSM_TARGET, ("pod", KSM_POD)) if kv[0] not in own)
+            s = self._series((("__name__", name), *labels, *extra))
+            self._ksm_handles[(name, labels)] = s
+        _put(s, t, value)
 
     def _kube_state(self, t: float) -> None:
         c = self.cluster
@@ -772,13 +810,13 @@ def client_span_name(caller: str, call: Call) -> str:
 
 
 def _span_labels(
-    target: tuple[tuple[str, str], ...], svc: str, pod: Obj, span: str, kind: str, status: str
+    target: tuple[tuple[str, str], ...], svc: str, uid: str, span: str, kind: str, status: str
 ) -> tuple[tuple[str, str], ...]:
-    """A span-metric series' labels: the scrape's, the exporter's and the connector's."""
+    """A span-metric series' labels (sorted): the scrape's, the exporter's and the connector's."""
     return _sorted(
         (
             *[(k, v) for k, v in target],
-            ("exported_instance", str(pod["metadata"].get("uid", ""))),
+            ("exported_instance", uid),
             ("exported_job", f"{SERVICE_NAMESPACE}/{svc}"),
             *SPAN_SCOPE,
             ("service_name", svc),
@@ -793,6 +831,14 @@ def _sorted(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """Labels in store order: `__name__` first, then by name."""
     head = tuple(kv for kv in labels if kv[0] == "__name__")
     return head + tuple(sorted(kv for kv in labels if kv[0] != "__name__"))
+
+
+def _put(s: SimSeries, t: float, value: float) -> None:
+    if s.timestamps and s.timestamps[-1] == t:
+        s.values[-1] = value  # one sample per series and scrape, as Prometheus keeps it
+        return
+    s.timestamps.append(t)
+    s.values.append(value)
 
 
 def _share(n: int, parts: int, index: int) -> int:
