@@ -72,6 +72,10 @@ class Cluster:
     _hashes: dict[tuple[str, str], str] = field(default_factory=dict)
     _endpoint_signature: tuple[object, ...] = ()
     _nominated: dict[str, str] = field(default_factory=dict)
+    # Sorted names of each kind's objects, and of each owner's children of a kind, kept until
+    # a name comes or goes (the controllers ask for them many times per pass).
+    _names: dict[str, list[str]] = field(default_factory=dict)
+    _child_names: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     generation: int = 0
     """Increments on every object change; lets readers cache derived state."""
 
@@ -94,8 +98,14 @@ class Cluster:
 
     def of_kind(self, kind: str) -> list[Obj]:
         """Every object of a kind, sorted by name."""
-        bucket = self.objects.get(kind, {})
-        return [bucket[k] for k in sorted(bucket)]
+        bucket = self.objects.get(kind)
+        if not bucket:
+            return []
+        names = self._names.get(kind)
+        if names is None or len(names) != len(bucket):
+            names = sorted(bucket)
+            self._names[kind] = names
+        return [bucket[k] for k in names]
 
     def put(self, obj: Obj) -> Obj:
         """Create or replace an object, filling server-side metadata; returns the stored object."""
@@ -124,10 +134,13 @@ class Cluster:
         meta["resourceVersion"] = str(self._next())
         if old is not None:
             self._unindex(old)
+        else:
+            self._names.pop(kind, None)
         self.objects.setdefault(kind, {})[name] = obj
         for ref in meta.get("ownerReferences") or []:
             owner = str(ref.get("uid"))
             self._children.setdefault(owner, {}).setdefault(kind, {})[name] = obj
+            self._child_names.pop((owner, kind), None)
         self.generation += 1
         return obj
 
@@ -136,10 +149,13 @@ class Cluster:
         obj = self.objects.get(kind, {}).pop(name, None)
         if obj is None:
             return None
+        self._names.pop(kind, None)
         self.generation += 1
         self._unindex(obj)
         uid = str(obj["metadata"].get("uid"))
         children = self._children.pop(uid, {})
+        for child_kind in children:
+            self._child_names.pop((uid, child_kind), None)
         for child_kind in sorted(children):
             for child_name in sorted(children[child_kind]):
                 self.delete(child_kind, child_name)
@@ -233,15 +249,24 @@ class Cluster:
 
     def owned(self, kind: str, owner: Obj) -> list[Obj]:
         """Objects of a kind whose controller is owner, by name."""
-        bucket = self._children.get(str(owner["metadata"].get("uid")), {}).get(kind, {})
-        return [bucket[k] for k in sorted(bucket)]
+        uid = str(owner["metadata"].get("uid"))
+        bucket = self._children.get(uid, {}).get(kind)
+        if not bucket:
+            return []
+        names = self._child_names.get((uid, kind))
+        if names is None or len(names) != len(bucket):
+            names = sorted(bucket)
+            self._child_names[(uid, kind)] = names
+        return [bucket[k] for k in names]
 
     def _unindex(self, obj: Obj) -> None:
         name = obj["metadata"]["name"]
         for ref in obj["metadata"].get("ownerReferences") or []:
-            bucket = self._children.get(str(ref.get("uid")), {}).get(obj["kind"])
+            owner = str(ref.get("uid"))
+            bucket = self._children.get(owner, {}).get(obj["kind"])
             if bucket is not None:
                 bucket.pop(name, None)
+                self._child_names.pop((owner, obj["kind"]), None)
 
     def owner_ref(self, owner: Obj) -> dict[str, Any]:
         """A controller ownerReference to an object."""
