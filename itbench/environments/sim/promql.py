@@ -1071,9 +1071,13 @@ class PromQLEngine:
         ref = self._reference_time(selector, ctx)
         oldest = ref - self._lookback
         samples: list[tuple[Labels, float]] = []
+        shared: list[float] | None = None
+        i = -1
         for series in self._select(selector, ctx):
             ts = series.timestamps
-            i = bisect_right(ts, ref) - 1
+            if ts is not shared:
+                shared = ts
+                i = bisect_right(ts, ref) - 1
             if i >= 0 and ts[i] >= oldest:
                 value = series.values[i]
                 if value == value or not is_stale(value):
@@ -1514,24 +1518,37 @@ class PromQLEngine:
         start = ref - seconds
         out: list[tuple[Labels, float]] = []
         keys: list[frozenset[tuple[str, str]]] = []
+        unnamed = self._unnamed
+        # Series written in the same scrapes may share one timestamps list (a store's choice):
+        # their window bounds are found once.
+        shared: list[float] | None = None
+        lo = hi = 0
         for series in self._select(selector, ctx):
             ts = series.timestamps
-            lo = bisect_left(ts, start)
-            hi = bisect_right(ts, ref)
+            if ts is not shared:
+                shared = ts
+                lo = bisect_left(ts, start)
+                hi = bisect_right(ts, ref)
             if hi - lo < 2:
                 continue
             last_nan, last_drop = self._irregularities(series)
             if last_nan < lo and (last_drop <= lo or not is_counter):
                 # No staleness marker and no counter reset inside the window: the change is
                 # last minus first, without copying the window.
-                first_v = series.values[lo]
+                values = series.values
+                first_v = values[lo]
                 result = _extrapolate_change(
-                    ts[lo], ts[hi - 1], first_v, series.values[hi - 1] - first_v, hi - lo,
+                    ts[lo], ts[hi - 1], first_v, values[hi - 1] - first_v, hi - lo,
                     start, ref, seconds, is_counter, is_rate,
                 )  # fmt: skip
-                labels, key = self._without_name(series.labels)
-                out.append((labels, result))
-                keys.append(key)
+                named = unnamed.get(id(series.labels))
+                if named is not None and named[0] is series.labels:
+                    out.append((named[1], result))
+                    keys.append(named[2])
+                else:
+                    labels, key = self._without_name(series.labels)
+                    out.append((labels, result))
+                    keys.append(key)
                 continue
             values = series.values[lo:hi]
             if math.isnan(sum(values)):

@@ -108,6 +108,9 @@ class SimSeries(Series):
 
     stale: bool = False
     """Whether the series ended with a staleness marker and has not been scraped since."""
+    group: list[SimSeries] | None = None
+    """Series always written together with this one, sharing one timestamps list (see
+    `TelemetryStore.share_timestamps`); None when it has its own."""
 
 
 class TelemetryStore:
@@ -136,6 +139,23 @@ class TelemetryStore:
             self._by_name.setdefault(key[0][1], []).append(series)
         return series
 
+    def share_timestamps(self, group: list[SimSeries]) -> bool:
+        """Let new series that are always written in the same scrapes share one timestamps list
+        (a span's calls, buckets, count and sum): one append per scrape instead of one each.
+
+        Returns:
+            Whether they share it now (False when one of them already has samples or a group).
+        """
+        if any(s.timestamps or s.group is not None for s in group) or len(
+            set(map(id, group))
+        ) < len(group):
+            return False
+        shared = group[0].timestamps
+        for s in group:
+            s.timestamps = shared
+            s.group = group
+        return True
+
     def has(self, key: tuple[tuple[str, str], ...]) -> bool:
         """Whether a series with exactly these labels was ever scraped."""
         return key in self._index
@@ -160,6 +180,20 @@ class TelemetryStore:
         for series in self._index.values():
             ts = series.timestamps
             if not ts:
+                continue
+            group = series.group
+            if group is not None:
+                # A group is written as one: its first series stands for all of them.
+                if group[0] is not series:
+                    continue
+                if ts[-1] == t:
+                    for member in group:
+                        member.stale = False
+                elif not series.stale:
+                    ts.append(t)
+                    for member in group:
+                        member.values.append(STALE_NAN)
+                        member.stale = True
                 continue
             if ts[-1] == t:
                 series.stale = False
@@ -226,6 +260,8 @@ class Scraper:
     _ksm_handles: dict[tuple[str, tuple[tuple[str, str], ...]], SimSeries] = field(
         default_factory=dict
     )
+    _span_instances: dict[tuple[tuple[str, str], ...], str | None] = field(default_factory=dict)
+    """The exporter instance of each label set in `_span_handles`, in the same order."""
     _span_label_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = field(
         default_factory=dict
     )
@@ -407,11 +443,19 @@ class Scraper:
         # The connector keeps exporting every series it has seen (cumulative, no expiry), so a
         # service that stops serving keeps constant series: their rate falls to zero.
         instance = dict(target)["instance"]
-        for labels in list(self._span_handles):
-            if dict(labels).get("instance") == instance and labels not in server:
+        for labels, exporter in list(self._span_instances.items()):
+            if exporter == instance and labels not in server:
                 server[labels] = [0.0] * (len(BUCKETS_MS) + 4)
         for labels, increments in server.items():
-            for series, inc in zip(self._span_handles_for(labels), increments, strict=True):
+            handles = self._span_handles_for(labels)
+            ts = handles[0].timestamps
+            if handles[0].group is handles and not (ts and ts[-1] == t):
+                ts.append(t)  # shared by every series of the span
+                for series, inc in zip(handles, increments, strict=True):
+                    values = series.values
+                    values.append((values[-1] if values else 0.0) + inc)
+                continue
+            for series, inc in zip(handles, increments, strict=True):
                 values = series.values
                 if series.timestamps and series.timestamps[-1] == t:
                     values[-1] += inc
@@ -457,7 +501,9 @@ class Scraper:
                 (("__name__", f"{prefix}_sum"), *labels),
             ]
             handles = [self.store.handle(_sorted(k)) for k in keys]
+            self.store.share_timestamps(handles)
             self._span_handles[labels] = handles
+            self._span_instances[labels] = dict(labels).get("instance")
         return handles
 
     def _increments_for(self, n: int, lat: Latency) -> list[float]:
