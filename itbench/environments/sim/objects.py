@@ -149,6 +149,13 @@ def resource_name(kind: str) -> str:
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _DECIMAL = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "MB": 10**6, "GB": 10**9}
+_UNITS = {**_BINARY, **_DECIMAL}
+_SUFFIXES = sorted(_UNITS, key=len, reverse=True)
+_PARSED_LIMIT = 10_000
+"""Quantity texts remembered per parser (the controllers and scrapes parse the same few
+texts every 15 s)."""
+_PARSED_MEMORY: dict[str, float] = {}
+_PARSED_CPU: dict[str, float] = {}
 
 
 def parse_memory(text: str | int | float) -> float:
@@ -159,11 +166,22 @@ def parse_memory(text: str | int | float) -> float:
     """
     if isinstance(text, int | float):
         return float(text)
-    s = str(text).strip()
-    for suffix in sorted({**_BINARY, **_DECIMAL}, key=len, reverse=True):
+    if type(text) is not str:
+        return _parse_memory(str(text).strip())
+    known = _PARSED_MEMORY.get(text)
+    if known is not None:
+        return known
+    value = _parse_memory(text.strip())
+    if len(_PARSED_MEMORY) < _PARSED_LIMIT:
+        _PARSED_MEMORY[text] = value
+    return value
+
+
+def _parse_memory(s: str) -> float:
+    for suffix in _SUFFIXES:
         if s.endswith(suffix):
             number = s[: -len(suffix)]
-            return float(number) * {**_BINARY, **_DECIMAL}[suffix]
+            return float(number) * _UNITS[suffix]
     return float(s)
 
 
@@ -175,10 +193,19 @@ def parse_cpu(text: str | int | float) -> float:
     """
     if isinstance(text, int | float):
         return float(text)
-    s = str(text).strip()
-    if s.endswith("m"):
-        return float(s[:-1]) / 1000.0
-    return float(s)
+    if type(text) is not str:
+        return _parse_cpu(str(text).strip())
+    known = _PARSED_CPU.get(text)
+    if known is not None:
+        return known
+    value = _parse_cpu(text.strip())
+    if len(_PARSED_CPU) < _PARSED_LIMIT:
+        _PARSED_CPU[text] = value
+    return value
+
+
+def _parse_cpu(s: str) -> float:
+    return float(s[:-1]) / 1000.0 if s.endswith("m") else float(s)
 
 
 def valid_quantity(text: str, kind: str) -> bool:
