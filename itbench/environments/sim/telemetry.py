@@ -102,6 +102,13 @@ _DEPLOYMENT_SERIES = (
     ("kube_deployment_status_replicas_updated", "updatedReplicas"),
 )
 
+_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+_CONTAINER_SERIES = (
+    "kube_pod_container_status_restarts_total",
+    "kube_pod_container_status_ready",
+    "kube_pod_container_status_running",
+)
+
 
 class SimSeries(Series):
     """A series of the twin (handles are kept and appended to directly)."""
@@ -258,6 +265,12 @@ class Scraper:
     # to its series once, so a scrape neither re-sorts labels nor re-hashes the sorted set.
     _handles: dict[tuple[tuple[str, str], ...], SimSeries] = field(default_factory=dict)
     _ksm_handles: dict[tuple[str, tuple[tuple[str, str], ...]], SimSeries] = field(
+        default_factory=dict
+    )
+    # A pod's fixed kube-state series (ready and phase), and a container's (restarts, ready,
+    # running), by their label tuples.
+    _pod_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(default_factory=dict)
+    _container_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(
         default_factory=dict
     )
     _span_instances: dict[tuple[tuple[str, str], ...], str | None] = field(default_factory=dict)
@@ -520,6 +533,9 @@ class Scraper:
 
     # ---- kube-state-metrics -----------------------------------------------------------------
     def _ksm(self, t: float, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:
+        _put(self._ksm_series(name, labels), t, value)
+
+    def _ksm_series(self, name: str, labels: tuple[tuple[str, str], ...]) -> SimSeries:
         s = self._ksm_handles.get((name, labels))
         if s is None:
             # honorLabels: the object's own labels win over the scrape's.
@@ -527,7 +543,7 @@ class Scraper:
             extra = tuple(kv for kv in (*KSM_TARGET, ("pod", KSM_POD)) if kv[0] not in own)
             s = self._series((("__name__", name), *labels, *extra))
             self._ksm_handles[(name, labels)] = s
-        _put(s, t, value)
+        return s
 
     def _kube_state(self, t: float) -> None:
         c = self.cluster
@@ -580,15 +596,22 @@ class Scraper:
         uid = ("uid", str(pod["metadata"].get("uid", "")))
         node = ("node", str(pod["spec"].get("nodeName", "")))
         ready = bool(rt is not None and c.pod_ready(pod))
-        for condition, value in (("true", ready), ("false", not ready), ("unknown", False)):
-            self._ksm(
-                t, "kube_pod_status_ready", (("condition", condition), ns, p, uid), float(value)
-            )
+        fixed = self._pod_handles.get((ns, p, uid))
+        if fixed is None:
+            fixed = [
+                self._ksm_series("kube_pod_status_ready", (("condition", condition), ns, p, uid))
+                for condition in ("true", "false", "unknown")
+            ]
+            fixed += [
+                self._ksm_series("kube_pod_status_phase", (ns, ("phase", ph), p, uid))
+                for ph in _PHASES
+            ]
+            self._pod_handles[(ns, p, uid)] = fixed
+        for series, value in zip(fixed, (ready, not ready, False), strict=False):
+            _put(series, t, float(value))
         phase = pod["status"].get("phase", "Pending")
-        for ph in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
-            self._ksm(
-                t, "kube_pod_status_phase", (ns, ("phase", ph), p, uid), 1.0 if ph == phase else 0.0
-            )
+        for series, ph in zip(fixed[3:], _PHASES, strict=True):
+            _put(series, t, 1.0 if ph == phase else 0.0)
         info = tuple(
             (k, v)
             for k, v in (
@@ -611,15 +634,15 @@ class Scraper:
             cname = ("container", str(container.get("name", "")))
             status = statuses.get(cname[1], {})
             base = (cname, ns, p, uid)
-            self._ksm(
-                t,
-                "kube_pod_container_status_restarts_total",
-                base,
-                float(status.get("restartCount", 0)),
-            )
-            self._ksm(t, "kube_pod_container_status_ready", base, float(bool(status.get("ready"))))
+            per_container = self._container_handles.get(base)
+            if per_container is None:
+                per_container = [self._ksm_series(m, base) for m in _CONTAINER_SERIES]
+                self._container_handles[base] = per_container
+            restarts, ready_series, running = per_container
+            _put(restarts, t, float(status.get("restartCount", 0)))
+            _put(ready_series, t, float(bool(status.get("ready"))))
             state = status.get("state") or {}
-            self._ksm(t, "kube_pod_container_status_running", base, float("running" in state))
+            _put(running, t, float("running" in state))
             waiting = state.get("waiting")
             if waiting and waiting.get("reason"):
                 self._ksm(
