@@ -273,6 +273,8 @@ class Scraper:
     _container_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(
         default_factory=dict
     )
+    _cgroup_handles: dict[tuple[str, ...], list[SimSeries]] = field(default_factory=dict)
+    """cAdvisor's two series of each cgroup, by (cgroup, container, id, image, pod)."""
     _span_instances: dict[tuple[tuple[str, str], ...], str | None] = field(default_factory=dict)
     """The exporter instance of each label set in `_span_handles`, in the same order."""
     _span_label_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = field(
@@ -719,52 +721,36 @@ class Scraper:
             running = rt.state == "running"
             ws = float(round(rt.working_set if running else 0.0))
             # The pod's own cgroup (container="" and no image) and the application container's.
-            pod_base = (("container", ""), ("id", cgroup), ("image", ""), ("name", ""), ns, p)
-            self._set(
-                (("__name__", "container_memory_working_set_bytes"), *pod_base, *KUBELET_TARGET),
-                t,
-                ws,
-            )
-            self._set(
-                (
-                    ("__name__", "container_cpu_usage_seconds_total"),
-                    ("cpu", "total"),
-                    *pod_base,
-                    *KUBELET_TARGET,
-                ),
-                t,
-                rt.cpu_seconds,
-            )
+            pod_handles = self._cgroup_handles.get((cgroup, "", "", "", p[1]))
+            if pod_handles is None:
+                pod_base = (("container", ""), ("id", cgroup), ("image", ""), ("name", ""), ns, p)
+                pod_handles = self._cgroup_series(pod_base)
+                self._cgroup_handles[(cgroup, "", "", "", p[1])] = pod_handles
+            _put(pod_handles[0], t, ws)
+            _put(pod_handles[1], t, rt.cpu_seconds)
             for cid, _started, ended in rt.container_ids:
                 alive = ended == 0.0
                 if not alive and t - ended > OLD_CONTAINER_SECONDS:
                     continue
                 container_id = f"{cid:064x}"[-64:]
+                image = str(rt.image or container.get("image", ""))
+                if alive and not running:
+                    continue
                 base = (
                     ("container", cname),
                     ("id", f"{cgroup}/cri-containerd-{container_id}.scope"),
-                    ("image", str(rt.image or container.get("image", ""))),
+                    ("image", image),
                     ("name", container_id),
                     ns,
                     p,
                 )
-                if alive and not running:
-                    continue
-                self._set(
-                    (("__name__", "container_memory_working_set_bytes"), *base, *KUBELET_TARGET),
-                    t,
-                    ws,
-                )
-                self._set(
-                    (
-                        ("__name__", "container_cpu_usage_seconds_total"),
-                        ("cpu", "total"),
-                        *base,
-                        *KUBELET_TARGET,
-                    ),
-                    t,
-                    rt.cpu_seconds,
-                )
+                cache_key = (cgroup, cname, container_id, image, p[1])
+                handles = self._cgroup_handles.get(cache_key)
+                if handles is None:
+                    handles = self._cgroup_series(base)
+                    self._cgroup_handles[cache_key] = handles
+                _put(handles[0], t, ws)
+                _put(handles[1], t, rt.cpu_seconds)
                 if cpu_limit_of(container) is not None:
                     self._set(
                         (("__name__", "container_cpu_cfs_periods_total"), *base, *KUBELET_TARGET),
@@ -780,6 +766,22 @@ class Scraper:
                         t,
                         float(int(rt.cfs_throttled)),
                     )
+
+    def _cgroup_series(self, base: tuple[tuple[str, str], ...]) -> list[SimSeries]:
+        """A cgroup's working-set and CPU usage series (the ones cAdvisor always writes)."""
+        return [
+            self._series(
+                (("__name__", "container_memory_working_set_bytes"), *base, *KUBELET_TARGET)
+            ),
+            self._series(
+                (
+                    ("__name__", "container_cpu_usage_seconds_total"),
+                    ("cpu", "total"),
+                    *base,
+                    *KUBELET_TARGET,
+                )
+            ),
+        ]
 
     # ---- logs -------------------------------------------------------------------------------
     def _write_logs(self, t: float, dt: float, traffic: TrafficState) -> None:
