@@ -87,7 +87,12 @@ def run(
     from itbench.operator.app import connection_info, serve
     from itbench.operator.kubeapi import connect
     from itbench.operator.logs import configure_logging
-    from itbench.operator.runtime import OperatorConfig, OperatorRuntime
+    from itbench.operator.runtime import (
+        EnvironmentRegistry,
+        OperatorConfig,
+        OperatorRuntime,
+        operator_environments,
+    )
 
     ops = settings.operator
     level = (log_level or ops.log_level).upper()
@@ -98,11 +103,14 @@ def run(
         trajectories_per_run=(
             ops.trajectories_per_run if trajectories_per_run is None else trajectories_per_run
         ),
+        own_kubeconfig=kubeconfig,
     )
     if gateway_url is not None:
         config = replace(config, gateway_url=gateway_url)
     api = connect(kubeconfig)
-    runtime = OperatorRuntime(api=api, config=config)
+    runtime = OperatorRuntime(
+        api=api, config=config, environments=EnvironmentRegistry(operator_environments(api, config))
+    )
     try:
         asyncio.run(
             serve(

@@ -24,6 +24,7 @@ from itbench.core.models.benchmark_run import (
     BenchmarkRun,
     BenchmarkRunSpec,
     BenchmarkRunStatus,
+    EnvironmentType,
     RunPhase,
     RunSummary,
 )
@@ -42,6 +43,7 @@ from itbench.core.tasks import tasks_for
 from itbench.core.variants import instance_seed
 from itbench.execution.plan import TrialPlan, trial_seed
 from itbench.execution.report_html import render_html
+from itbench.operator import clusters
 from itbench.operator.artefacts import (
     ARTEFACT_LABEL,
     PAGE_TRAJECTORY_BYTES,
@@ -433,9 +435,36 @@ class _Reconciler:
             names = [s.name for s in chosen]
         self.domain = agent.spec.type
         self.submission = agent
+        if accepted is None and not self.check_kubeconfig(spec):
+            return
         if spec.split == Split.TEST and not self.read_seed_secret(spec):
             return
         self.reconcile_trials(spec, names, agent_name, refusal)
+
+    def check_kubeconfig(self, spec: BenchmarkRunSpec) -> bool:
+        """Before a cluster run starts, check its kubeconfig Secret; False when it cannot."""
+        if spec.environment.kubeconfig_secret_ref is None:
+            return True
+        if spec.environment.type != EnvironmentType.CLUSTER:
+            self.invalid(
+                "KubeconfigSecretUnused",
+                f"{clusters.SECRET_FIELD} is set but spec.environment.type is "
+                f"{spec.environment.type.value}; set type: cluster or drop the reference",
+            )
+            return False
+        try:
+            clusters.read_kubeconfig(self.api, self.namespace, spec.environment)
+        except clusters.KubeconfigError as exc:
+            missing = not self.api.secret_exists(
+                self.namespace, spec.environment.kubeconfig_secret_ref.name
+            )
+            # A missing Secret may yet be created (the run then starts); a bad one is fixed by
+            # editing it, which the next reconcile sees as well.
+            (self.pending if missing else self.invalid)(
+                "KubeconfigSecretNotFound" if missing else "KubeconfigSecretInvalid", str(exc)
+            )
+            return False
+        return True
 
     def read_seed_secret(self, spec: BenchmarkRunSpec) -> bool:
         """Read the test split's secret (kept in memory only); False when the run cannot go on."""

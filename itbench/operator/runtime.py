@@ -50,6 +50,10 @@ class OperatorConfig:
             the first to finish are kept.
         report_bytes: Most bytes of the run's report ConfigMap (report.json, trials.jsonl,
             report.html; what does not fit is compressed or left out, and notes.txt says so).
+        own_kubeconfig: Kubeconfig of the operator's own cluster, where cluster runs without a
+            kubeconfig Secret go (None: the in-cluster configuration).
+        collections_path: Where the fault playbooks find kubernetes.core (None: Ansible's
+            search path).
         runner: The state machine's timing constants.
     """
 
@@ -66,6 +70,8 @@ class OperatorConfig:
     trajectory_bytes: int = TRAJECTORY_BYTES
     trajectories_per_run: int = 500
     report_bytes: int = REPORT_BYTES
+    own_kubeconfig: str | None = None
+    collections_path: str | None = None
     runner: RunnerConfig = DEFAULT_CONFIG
 
 
@@ -83,6 +89,22 @@ def simulator_environment(ctx: TrialContext) -> Environment:
     from itbench.environments.sim.twins import twin_for
 
     return twin_for(ctx.scenario, seed=ctx.spec.seed)
+
+
+def operator_environments(api: KubeApi, config: OperatorConfig) -> EnvironmentFactory:
+    """The operator's environment factory: the simulator, or a leased slot of a live cluster."""
+    from itbench.operator.clusters import ClusterTargets
+
+    clusters = ClusterTargets(
+        api, own_kubeconfig=config.own_kubeconfig, collections_path=config.collections_path
+    )
+
+    def factory(ctx: TrialContext) -> Environment:
+        if ctx.spec.environment.type == EnvironmentType.CLUSTER:
+            return clusters(ctx)
+        return simulator_environment(ctx)
+
+    return factory
 
 
 class EnvironmentRegistry:
@@ -104,6 +126,7 @@ class EnvironmentRegistry:
         self._envs: dict[str, Environment] = {}
         self._building: set[str] = set()
         self._injections: dict[str, list[str]] = {}
+        self._waiting: dict[str, str] = {}
         self.created = 0
 
     def get(self, uid: str) -> Environment | None:
@@ -120,8 +143,11 @@ class EnvironmentRegistry:
                 counted while they build, so the limit holds however the ticks interleave.
 
         Returns:
-            The environment, or None when building one would exceed `limit`.
+            The environment, or None when building one would exceed `limit` or the factory has
+            none free now (`waiting` then says why).
         """
+        from itbench.operator.clusters import EnvironmentUnavailable
+
         with self._lock:
             env = self._envs.get(ctx.uid)
             if env is not None:
@@ -131,19 +157,30 @@ class EnvironmentRegistry:
             self._building.add(ctx.uid)
         try:
             env = self._factory(ctx)
+        except EnvironmentUnavailable as exc:
+            with self._lock:
+                self._waiting[ctx.uid] = str(exc)
+            return None
         finally:
             with self._lock:
                 self._building.discard(ctx.uid)
         with self._lock:
+            self._waiting.pop(ctx.uid, None)
             existing = self._envs.setdefault(ctx.uid, env)
             if existing is env:
                 self.created += 1
             return existing
 
+    def waiting(self, uid: str) -> str | None:
+        """Why the factory had no environment for a trial on its last try (None: it had)."""
+        with self._lock:
+            return self._waiting.get(uid)
+
     def release(self, uid: str) -> None:
         """Drop a finished trial's environment, keeping its record of injections."""
         with self._lock:
             env = self._envs.pop(uid, None)
+            self._waiting.pop(uid, None)
         if env is None:
             return
         try:
@@ -152,12 +189,16 @@ class EnvironmentRegistry:
             keys = []
         with self._lock:
             self._injections[uid] = keys
+        _close(env)
 
     def discard(self, uid: str) -> None:
         """Drop a trial's environment without asking it anything (it is unreachable)."""
         with self._lock:
-            self._envs.pop(uid, None)
+            env = self._envs.pop(uid, None)
+            self._waiting.pop(uid, None)
             self._injections.setdefault(uid, [])
+        if env is not None:
+            _close(env)
 
     def injections(self, uid: str) -> list[str]:
         """Keys of every injection applied in the trial's environment (live or released)."""
@@ -170,6 +211,13 @@ class EnvironmentRegistry:
     def __len__(self) -> int:
         with self._lock:
             return len(self._envs)
+
+
+def _close(env: Environment) -> None:
+    """Close what an environment holds open (a live cluster's HTTP and API clients)."""
+    close = getattr(env, "close", None)
+    if callable(close):
+        close()
 
 
 class TrialEvidence:

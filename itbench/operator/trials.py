@@ -24,6 +24,7 @@ import kopf
 from itbench.core.catalog import validate_template
 from itbench.core.models.agent_submission import AgentSubmission, BuiltinAgent
 from itbench.core.models.base import GROUP, VERSION, Condition
+from itbench.core.models.benchmark_run import EnvironmentType
 from itbench.core.models.trial import Trial, TrialPhase, TrialStatus
 from itbench.core.runner import (
     OUTCOMES,
@@ -214,7 +215,8 @@ class TrialDriver:
                 self.runtime.sessions,
                 self.runtime.evidence,
                 config=self.runtime.config.runner,
-                virtual_time=True,
+                # A live cluster's clock is its own: agents' calls take the time they take.
+                virtual_time=ctx.spec.environment.type != EnvironmentType.CLUSTER,
                 token_factory=lambda: secrets.token_urlsafe(24),
             )
             live = _Live(ctx=ctx, executor=executor, agent=agent)
@@ -280,7 +282,18 @@ class TrialDriver:
                 self._write(body, old, status, queued)
             return
         env = self.runtime.environments.get(uid)
+        on_cluster = trial.spec.environment.type == EnvironmentType.CLUSTER
         try:
+            if env is None and started and on_cluster:
+                # A live cluster outlives the operator: its lease and injection records are on
+                # the Trial, so a restarted operator takes the trial over (limits do not apply).
+                env = self.runtime.environments.create(self._context(trial, uid)[0])
+                if env is None:
+                    message = self.runtime.environments.waiting(uid) or "no environment"
+                    self._end_without_env(
+                        body, old, status or TrialStatus(), Reason.ENVIRONMENT_FAILURE, message
+                    )
+                    return
             if env is None:
                 if started:
                     assert status is not None
@@ -311,11 +324,14 @@ class TrialDriver:
                     else None
                 )
                 if known is None or env is None:
+                    why = self.runtime.environments.waiting(uid)
                     waiting = TrialStatus(
                         phase=TrialPhase.QUEUED,
                         reason="WaitingForEnvironment",
                         message=(
-                            f"admitted; waiting for one of the operator's {limit} environments"
+                            f"admitted; {why}"
+                            if why
+                            else f"admitted; waiting for one of the operator's {limit} environments"
                         ),
                     )
                     self._write(body, old, status, waiting)
@@ -709,30 +725,50 @@ class TrialDriver:
         self._done.add(uid)  # no tick starts work on it from now on
         self._unsaved.pop(uid, None)
         env = self.runtime.environments.get(uid)
-        if env is not None:
-            try:
+        try:
+            if env is None:
+                env = self._reattach(body, uid)
+            if env is not None:
                 _remove_faults(env)
-            except EnvironmentFailure as exc:
-                if not annotation(body, FORCE_RELEASE):
-                    message = (
-                        f"cannot remove the faults of {source(body)}: the environment is "
-                        f"unreachable ({exc}); retrying. To release without recovery, annotate "
-                        f"it {FORCE_RELEASE}=true"
-                    )
-                    self.api.event(_plain(body), "ReleaseBlocked", message, warning=True)
-                    raise kopf.TemporaryError(
-                        message, delay=self.runtime.config.retry_seconds
-                    ) from exc
-                self.api.event(
-                    _plain(body),
-                    "ForceReleased",
-                    f"released without recovery ({FORCE_RELEASE}=true): the environment "
-                    "may still carry the fault and must be rebuilt",
-                    warning=True,
+        except EnvironmentFailure as exc:
+            if not annotation(body, FORCE_RELEASE):
+                message = (
+                    f"cannot remove the faults of {source(body)}: the environment is "
+                    f"unreachable ({exc}); retrying. To release without recovery, annotate "
+                    f"it {FORCE_RELEASE}=true"
                 )
-                self.runtime.environments.discard(uid)
+                self.api.event(_plain(body), "ReleaseBlocked", message, warning=True)
+                raise kopf.TemporaryError(message, delay=self.runtime.config.retry_seconds) from exc
+            self.api.event(
+                _plain(body),
+                "ForceReleased",
+                f"released without recovery ({FORCE_RELEASE}=true): the environment "
+                "may still carry the fault and must be rebuilt",
+                warning=True,
+            )
+            self.runtime.environments.discard(uid)
         self._release(body, self._agent_of(body))
         self.runtime.metrics.trial_phase(uid, None)
+
+    def _reattach(self, body: kopf.Body, uid: str) -> Environment | None:
+        """The environment of a cluster Trial whose faults a previous operator process left
+        recorded on it (None: nothing to remove, or not a cluster Trial).
+
+        Raises:
+            EnvironmentFailure: The cluster cannot be reached, or what it carries is unknown.
+        """
+        from itbench.operator.clusters import InjectionRecords
+
+        trial, _ = parse(Trial, body)
+        if trial is None or trial.spec.environment.type != EnvironmentType.CLUSTER:
+            return None
+        if not InjectionRecords.of(body).outstanding:
+            return None
+        try:
+            ctx, _agent = self._context(trial, uid)
+        except TrialSetupError as exc:
+            raise EnvironmentFailure(f"cannot rebuild the environment: {exc}") from None
+        return self.runtime.environments.create(ctx)
 
     def _agent_of(self, body: kopf.Body) -> AgentSubmission | None:
         live = self._live.get(body["metadata"]["uid"])

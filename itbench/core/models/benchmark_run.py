@@ -96,7 +96,9 @@ class EnvironmentSpec(ApiModel):
         ge=1,
         le=64,
         description="Trials the environment can host at once. Unset: the simulator hosts as many "
-        "as spec.concurrency asks for, a live cluster one (it hosts one per application copy).",
+        "as spec.concurrency asks for, a live cluster one (it hosts one per application copy). "
+        "On a cluster every trial leases one of its slots, shared by every run that targets the "
+        "same API server.",
     )
 
     def slots(self, concurrency: int) -> int:
@@ -106,7 +108,9 @@ class EnvironmentSpec(ApiModel):
         return concurrency if self.type == EnvironmentType.SIMULATOR else 1
 
     kubeconfig_secret_ref: LocalObjectReference | None = Field(
-        default=None, description="For a remote cluster: Secret with a kubeconfig key."
+        default=None,
+        description="For type cluster: a Secret in the run's namespace whose key kubeconfig holds "
+        "the target cluster's kubeconfig. Unset: the operator's own cluster.",
     )
 
 

@@ -1,0 +1,553 @@
+"""Trials on live clusters: the target cluster of a run, leases on it, and the cluster
+environment whose injection records live on the Trial.
+
+A run with `environment.type: cluster` names its cluster by a kubeconfig Secret
+(`spec.environment.kubeconfigSecretRef`, key `kubeconfig`) or, without one, runs on the
+operator's own cluster. A cluster is known by its API server's URL, so two Secrets naming one
+server share its capacity. A trial takes a lease (one of the cluster's `environment.capacity`
+slots) before its environment is built, recorded in the Trial's `itbench.io/lease` annotation;
+what each fault changed is recorded in `itbench.io/injection-records` as it is injected. Both
+are read back from the API, so a restarted operator resumes the trial without injecting again,
+and a lease is held while its Trial runs or still carries faults: it ends when the Trial ends
+clean or is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from itbench.core.faults import ObjectChange
+from itbench.core.models.benchmark_run import EnvironmentSpec
+from itbench.core.models.trial import TrialPhase
+from itbench.core.runner import TrialContext
+from itbench.environments.kube.environment import ClusterEnvironment
+from itbench.environments.port import EnvironmentFailure
+from itbench.operator.bodies import ANNOTATION_PREFIX, bounded
+from itbench.operator.kubeapi import TRIALS, Json, KubeApi
+
+log = logging.getLogger(__name__)
+
+LEASE = f"{ANNOTATION_PREFIX}lease"
+"""Annotation of a Trial holding a cluster lease: JSON {cluster, slot, secret, provisionedAt}."""
+RECORDS = f"{ANNOTATION_PREFIX}injection-records"
+"""Annotation of a Trial on a cluster: JSON {records, order, pending} of its injections."""
+KUBECONFIG_KEY = "kubeconfig"
+"""The key of a run's kubeconfig Secret."""
+SECRET_FIELD = "spec.environment.kubeconfigSecretRef"
+OWN_CLUSTER = "the operator's own cluster"
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+RECORD_LIMIT_BYTES = 200_000
+"""Most bytes of a Trial's injection records (annotations of an object share 256 KiB)."""
+
+
+class EnvironmentUnavailable(Exception):  # noqa: N818 - a state to wait out, not an error
+    """No environment can be had now (every lease of the cluster is held); try again later."""
+
+
+class KubeconfigError(Exception):
+    """A kubeconfig Secret is missing or holds no usable kubeconfig (the message says which)."""
+
+
+# ---- kubeconfigs ----------------------------------------------------------------------------
+def kubeconfig_server(text: str) -> str:
+    """The API server URL of a kubeconfig's current context.
+
+    Raises:
+        KubeconfigError: The text is not a kubeconfig a client can use.
+    """
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KubeconfigError(f"is not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(config, dict):
+        raise KubeconfigError("is not a kubeconfig (a mapping with clusters and contexts)")
+    current = config.get("current-context")
+    contexts = {
+        c.get("name"): c.get("context") or {}
+        for c in config.get("contexts") or []
+        if isinstance(c, dict)
+    }
+    if not current or current not in contexts:
+        raise KubeconfigError("has no current-context naming one of its contexts")
+    cluster_name = contexts[current].get("cluster")
+    for cluster in config.get("clusters") or []:
+        if isinstance(cluster, dict) and cluster.get("name") == cluster_name:
+            server = (cluster.get("cluster") or {}).get("server")
+            if isinstance(server, str) and server.startswith(("https://", "http://")):
+                break
+            raise KubeconfigError(f"cluster {cluster_name!r} has no server URL")
+    else:
+        raise KubeconfigError(f"names cluster {cluster_name!r}, which it does not define")
+    from kubernetes import config as kube_config
+
+    try:
+        kube_config.new_client_from_config_dict(config).close()
+    except (kube_config.ConfigException, ValueError, TypeError, OSError) as exc:
+        raise KubeconfigError(f"cannot be used by a client ({exc})") from None
+    return server
+
+
+def in_cluster_kubeconfig(service_account_dir: Path = SERVICE_ACCOUNT_DIR) -> str:
+    """A kubeconfig for the cluster this process runs in (its ServiceAccount's token file).
+
+    Raises:
+        EnvironmentFailure: The process does not run in a cluster.
+    """
+    host = os.environ.get("KUBERNETES_SERVICE_HOST")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    token = service_account_dir / "token"
+    if not host or not token.is_file():
+        raise EnvironmentFailure(
+            f"{SECRET_FIELD} is not set and the operator does not run in a cluster (no "
+            "KUBERNETES_SERVICE_HOST or ServiceAccount token): name a kubeconfig Secret"
+        )
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    cluster: Json = {"server": server}
+    ca = service_account_dir / "ca.crt"
+    if ca.is_file():
+        cluster["certificate-authority"] = str(ca)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "in-cluster", "cluster": cluster}],
+        "users": [{"name": "operator", "user": {"tokenFile": str(token)}}],
+        "contexts": [
+            {"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "operator"}}
+        ],
+        "current-context": "in-cluster",
+    }
+    return yaml.safe_dump(config)
+
+
+def read_kubeconfig(api: KubeApi, namespace: str, environment: EnvironmentSpec) -> str:
+    """The kubeconfig text a run's `kubeconfigSecretRef` names.
+
+    Raises:
+        KubeconfigError: The Secret is missing, lacks the key, or holds no usable kubeconfig.
+    """
+    ref = environment.kubeconfig_secret_ref
+    assert ref is not None
+    where = f"Secret {namespace}/{ref.name} ({SECRET_FIELD})"
+    if not api.secret_exists(namespace, ref.name):
+        raise KubeconfigError(
+            f"{where} does not exist; create it with the target cluster's kubeconfig under "
+            f"the key {KUBECONFIG_KEY!r}"
+        )
+    text = api.secret_data(namespace, ref.name).get(KUBECONFIG_KEY)
+    if not text:
+        raise KubeconfigError(f"{where} has no key {KUBECONFIG_KEY!r} holding a kubeconfig")
+    try:
+        kubeconfig_server(text)
+    except KubeconfigError as exc:
+        raise KubeconfigError(f"{where}: its {KUBECONFIG_KEY!r} {exc}") from None
+    return text
+
+
+# ---- leases ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lease:
+    """One slot of a cluster held by a trial.
+
+    Attributes:
+        cluster: The cluster's API server URL (its identity).
+        slot: Which of the cluster's `capacity` slots.
+        secret: Where its kubeconfig came from (`namespace/name`, or the operator's own cluster).
+        provisioned_at: When the environment was provisioned (the cluster's clock), once it is.
+    """
+
+    cluster: str
+    slot: int
+    secret: str
+    provisioned_at: float | None = None
+
+    def wire(self) -> str:
+        """The annotation's text."""
+        return json.dumps(
+            {
+                "cluster": self.cluster,
+                "slot": self.slot,
+                "secret": self.secret,
+                "provisionedAt": self.provisioned_at,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> Lease | None:
+        """The lease a Trial body records (None: none, or not readable)."""
+        text = _annotations(body).get(LEASE)
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            at = data.get("provisionedAt")
+            return cls(
+                cluster=str(data["cluster"]),
+                slot=int(data["slot"]),
+                secret=str(data.get("secret", "")),
+                provisioned_at=float(at) if at is not None else None,
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True)
+class InjectionRecords:
+    """What a trial's injections changed, as kept on its Trial.
+
+    Attributes:
+        records: By injection key, the wire form of each applied change (removal's input).
+        order: Every key ever injected, in order.
+        pending: A key whose injection started and has not been recorded yet.
+    """
+
+    records: dict[str, list[Json]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    pending: str | None = None
+
+    @property
+    def outstanding(self) -> bool:
+        """Whether the cluster may still carry a change of this trial."""
+        return bool(self.records) or self.pending is not None
+
+    def wire(self) -> str:
+        """The annotation's text."""
+        return json.dumps(
+            {"records": self.records, "order": self.order, "pending": self.pending},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> InjectionRecords:
+        """The records a Trial body keeps (empty when it keeps none).
+
+        Raises:
+            EnvironmentFailure: The annotation is there but unreadable (what is in the cluster
+                is then unknown).
+        """
+        text = _annotations(body).get(RECORDS)
+        if not text:
+            return cls()
+        try:
+            data = json.loads(text)
+            return cls(
+                records={str(k): list(v) for k, v in (data.get("records") or {}).items()},
+                order=[str(k) for k in data.get("order") or []],
+                pending=str(data["pending"]) if data.get("pending") is not None else None,
+            )
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise EnvironmentFailure(
+                f"the Trial's {RECORDS} annotation is unreadable ({exc})"
+            ) from None
+
+
+def _annotations(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (body.get("metadata") or {}).get("annotations") or {}
+
+
+def _final(body: Mapping[str, Any]) -> bool:
+    phase = (body.get("status") or {}).get("phase")
+    return phase in (TrialPhase.SUCCEEDED, TrialPhase.FAILED, TrialPhase.ERRORED)
+
+
+def _trial_ref(body: Mapping[str, Any]) -> str:
+    meta = body.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def holders(trials: list[Json], cluster: str, uid: str) -> tuple[dict[int, str], list[str]]:
+    """Who holds the leases of a cluster, besides the Trial `uid`.
+
+    A Trial holds its lease while it runs, and after it ends while its injection records say
+    the cluster may still carry its faults (a removal that failed).
+
+    Returns:
+        The held slots with their Trials, and the Trials among them that ended with faults
+        still outstanding (the cluster is dirty until they are removed or released).
+    """
+    held: dict[int, str] = {}
+    dirty: list[str] = []
+    for body in trials:
+        meta = body.get("metadata") or {}
+        if meta.get("uid") == uid:
+            continue
+        lease = Lease.of(body)
+        if lease is None or lease.cluster != cluster:
+            continue
+        try:
+            outstanding = InjectionRecords.of(body).outstanding
+        except EnvironmentFailure:
+            outstanding = True
+        if _final(body):
+            if not outstanding:
+                continue
+            dirty.append(_trial_ref(body))
+        held[lease.slot] = _trial_ref(body)
+    return held, dirty
+
+
+# ---- the environment ------------------------------------------------------------------------
+@dataclass
+class LeasedClusterEnvironment(ClusterEnvironment):
+    """The cluster environment of one trial, writing its injection records to the Trial.
+
+    Before a fault is injected its key is noted as pending; once the playbooks are done, what
+    they changed replaces the note. A restarted operator adopts the records (`resume`), so a
+    keyed injection is never made twice and removal still knows what to put back.
+
+    Attributes:
+        api: The operator's API (where the Trial lives).
+        trial: The Trial's namespace and name.
+        lease: The lease this environment runs under.
+    """
+
+    api: KubeApi | None = None
+    trial: tuple[str, str] = ("", "")
+    lease: Lease | None = None
+    _pending: str | None = field(init=False, default=None)
+
+    def resume(self, records: InjectionRecords) -> None:
+        """Take over a trial that a previous operator process ran (after a restart).
+
+        Raises:
+            EnvironmentFailure: An injection was under way when that process stopped (the
+                cluster may carry part of it; nothing is injected again).
+        """
+        if records.pending is not None and records.pending not in records.records:
+            raise EnvironmentFailure(
+                f"the operator stopped while injecting {records.pending} on {self._where()}; "
+                "the cluster may carry part of that fault. Check the application against its "
+                "baseline before running more trials there, then delete this Trial"
+            )
+        for key in records.order:  # in the order they were made: removal undoes them last first
+            if key not in self._order:
+                self._order.append(key)
+        adopted: dict[str, list[Mapping[str, Any]]] = {
+            k: list(v) for k, v in records.records.items()
+        }
+        self.adopt(adopted)
+        if self.lease is not None and self.lease.provisioned_at is not None:
+            self._provisioned_at = self.lease.provisioned_at
+
+    def _where(self) -> str:
+        return self.lease.cluster if self.lease is not None else str(self.kubeconfig)
+
+    def provision(self) -> None:
+        """Check the cluster and take the baseline; the lease notes when (once)."""
+        first = self._provisioned_at is None
+        super().provision()
+        if first and self.lease is not None and self._provisioned_at is not None:
+            self.lease = Lease(
+                self.lease.cluster, self.lease.slot, self.lease.secret, self._provisioned_at
+            )
+            self._annotate({LEASE: self.lease.wire()})
+
+    def inject(self, key: str, changes: list[ObjectChange]) -> bool:
+        """Inject once per key, noting it as pending first and recording what it changed."""
+        self._require()
+        if key in self._applied:
+            return False
+        self._pending = key
+        self._save()
+        try:
+            done = super().inject(key, changes)
+        except EnvironmentFailure:
+            # The injector tried to undo what it had done, quietly: the key stays pending, so
+            # the cluster counts as possibly dirty until this Trial is deleted.
+            raise
+        self._pending = None
+        self._save()
+        return done
+
+    def remove(self, key: str) -> bool:
+        """Remove an injection and drop its record from the Trial."""
+        try:
+            return super().remove(key)
+        finally:
+            self._save()
+
+    def _save(self) -> None:
+        records = InjectionRecords(self.records(), self.injections(), self._pending)
+        text = records.wire()
+        if len(text) > RECORD_LIMIT_BYTES:
+            raise EnvironmentFailure(
+                f"the injection records of {self.trial[0]}/{self.trial[1]} take {len(text)} "
+                f"bytes, more than the {RECORD_LIMIT_BYTES} a Trial's annotations can keep"
+            )
+        self._annotate({RECORDS: text})
+
+    def _annotate(self, annotations: dict[str, str]) -> None:
+        if self.api is None:
+            return
+        namespace, name = self.trial
+        self.api.annotate(TRIALS, namespace, name, annotations)
+
+
+def connect(
+    kind: type[LeasedClusterEnvironment], cluster: str, **fields: Any
+) -> LeasedClusterEnvironment:
+    """Build a cluster environment (it discovers the cluster's API); an unreachable cluster is
+    the environment's failure.
+
+    Raises:
+        EnvironmentFailure: The cluster cannot be reached or refuses the credentials.
+    """
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return kind(**fields)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise EnvironmentFailure(f"cluster {cluster} is unreachable: {exc}") from None
+    except ApiException as exc:
+        raise EnvironmentFailure(
+            f"cluster {cluster} refused the discovery of its API ({exc.status} {exc.reason}); "
+            "check the kubeconfig's credentials"
+        ) from None
+
+
+# ---- the factory ----------------------------------------------------------------------------
+class ClusterTargets:
+    """Builds the environments of cluster trials, leasing a slot of the target cluster first.
+
+    Leases are read from the Trials in the API on every acquisition (under one lock, so two
+    trials of this operator never take the same slot), so they survive a restart.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        own_kubeconfig: str | None = None,
+        collections_path: str | None = None,
+        workdir: Path | None = None,
+    ) -> None:
+        """Bind the factory to the operator's API.
+
+        Args:
+            api: The operator's API (Trials and kubeconfig Secrets are read through it).
+            own_kubeconfig: Kubeconfig of the operator's own cluster (None: in-cluster config).
+            collections_path: Where kubernetes.core is installed (None: Ansible's search path).
+            workdir: Where kubeconfigs are written for the playbooks (None: a private temporary
+                directory).
+        """
+        self.api = api
+        self.own_kubeconfig = own_kubeconfig
+        self.collections_path = collections_path
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="itbench-clusters-"))
+        self._lock = threading.Lock()
+
+    def __call__(self, ctx: TrialContext) -> LeasedClusterEnvironment:
+        """The environment of a cluster trial (resumed from its lease when it has one).
+
+        Raises:
+            EnvironmentUnavailable: Every slot of the cluster is held by other trials.
+            EnvironmentFailure: The Trial, its kubeconfig or the cluster cannot be used.
+        """
+        namespace, name = ctx.name.split(".", 1)  # gateway ids are `<namespace>.<name>`
+        body = self.api.get(TRIALS, namespace, name)
+        if body is None:
+            raise EnvironmentFailure(f"Trial {namespace}/{name} no longer exists")
+        text, secret = self._kubeconfig(namespace, ctx.spec.environment)
+        cluster = kubeconfig_server(text) if secret != OWN_CLUSTER else self._own_server(text)
+        records = InjectionRecords.of(body)
+        lease = Lease.of(body)
+        if lease is None or lease.cluster != cluster:
+            if records.outstanding:
+                raise EnvironmentFailure(
+                    f"Trial {namespace}/{name} has injection records but no lease on {cluster}"
+                )
+            lease = self._acquire(ctx, namespace, name, cluster, secret)
+        env = connect(
+            LeasedClusterEnvironment,
+            cluster,
+            kubeconfig=self._write(text),
+            namespace=ctx.namespace,
+            collections_path=self.collections_path,
+            api=self.api,
+            trial=(namespace, name),
+            lease=lease,
+        )
+        try:
+            env.resume(records)
+        except EnvironmentFailure:
+            env.close()
+            raise
+        log.info(
+            "trial %s/%s leased slot %d of %s",
+            namespace,
+            name,
+            lease.slot,
+            cluster,
+            extra={"trial": name, "cluster": cluster, "slot": lease.slot},
+        )
+        return env
+
+    def _kubeconfig(self, namespace: str, environment: EnvironmentSpec) -> tuple[str, str]:
+        if environment.kubeconfig_secret_ref is None:
+            if self.own_kubeconfig is not None:
+                return Path(self.own_kubeconfig).read_text(encoding="utf-8"), OWN_CLUSTER
+            return in_cluster_kubeconfig(), OWN_CLUSTER
+        try:
+            text = read_kubeconfig(self.api, namespace, environment)
+        except KubeconfigError as exc:
+            raise EnvironmentFailure(str(exc)) from None
+        return text, f"{namespace}/{environment.kubeconfig_secret_ref.name}"
+
+    @staticmethod
+    def _own_server(text: str) -> str:
+        try:
+            return kubeconfig_server(text)
+        except KubeconfigError as exc:
+            raise EnvironmentFailure(f"the kubeconfig of {OWN_CLUSTER} {exc}") from None
+
+    def _acquire(
+        self, ctx: TrialContext, namespace: str, name: str, cluster: str, secret: str
+    ) -> Lease:
+        capacity = ctx.spec.environment.capacity or 1
+        with self._lock:
+            held, dirty = holders(self.api.list_objects(TRIALS), cluster, ctx.uid)
+            if dirty:
+                raise EnvironmentFailure(
+                    bounded(
+                        f"cluster {cluster} may still carry faults of ended trial(s) "
+                        f"{', '.join(sorted(dirty))} whose removal failed; delete them (or "
+                        "annotate them itbench.io/force-release=true and repair the cluster) "
+                        "before running more trials there"
+                    )
+                )
+            free = [slot for slot in range(capacity) if slot not in held]
+            if not free:
+                raise EnvironmentUnavailable(
+                    bounded(
+                        f"waiting for a lease on cluster {cluster}: its {capacity} slot(s) are "
+                        f"held by {', '.join(sorted(held.values()))}"
+                    )
+                )
+            lease = Lease(cluster=cluster, slot=free[0], secret=secret)
+            self.api.annotate(TRIALS, namespace, name, {LEASE: lease.wire()})
+        return lease
+
+    def _write(self, text: str) -> Path:
+        """A private file holding a kubeconfig (one per distinct content)."""
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = self.workdir / digest / "kubeconfig"
+        if not path.is_file():
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            Path(temporary).replace(path)
+        return path

@@ -1,0 +1,157 @@
+"""Cluster targets without a cluster: kubeconfig checks, the in-cluster kubeconfig, who holds a
+cluster's leases, and what a Trial's injection records allow after a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from operator_lab import Cluster
+
+from itbench.environments.port import EnvironmentFailure
+from itbench.operator.clusters import (
+    LEASE,
+    RECORDS,
+    InjectionRecords,
+    KubeconfigError,
+    Lease,
+    LeasedClusterEnvironment,
+    connect,
+    holders,
+    in_cluster_kubeconfig,
+    kubeconfig_server,
+)
+
+SERVER = "https://10.1.2.3:6443"
+
+
+def kubeconfig(server: str = SERVER, **changes: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lab", "cluster": {"server": server}}],
+        "users": [{"name": "me", "user": {"token": "t0k3n"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "me"}}],
+        "current-context": "lab",
+    }
+    config.update(changes)
+    return config
+
+
+def test_a_kubeconfig_is_known_by_its_current_servers_url() -> None:
+    assert kubeconfig_server(yaml.safe_dump(kubeconfig())) == SERVER
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("clusters: [oops", "is not YAML"),
+        ("- just\n- a list\n", "is not a kubeconfig"),
+        (yaml.safe_dump(kubeconfig(**{"current-context": "elsewhere"})), "no current-context"),
+        (
+            yaml.safe_dump(kubeconfig(clusters=[{"name": "other", "cluster": {}}])),
+            "names cluster 'lab', which it does not define",
+        ),
+        (yaml.safe_dump(kubeconfig(server="10.1.2.3")), "has no server URL"),
+    ],
+)
+def test_an_unusable_kubeconfig_says_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(KubeconfigError, match=says):
+        kubeconfig_server(text)
+
+
+def test_the_operators_own_cluster_is_reached_with_its_service_account_token_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "token").write_text("sa-token")
+    (tmp_path / "ca.crt").write_text("not checked here")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    config = yaml.safe_load(in_cluster_kubeconfig(tmp_path))
+    assert config["clusters"][0]["cluster"] == {
+        "server": "https://10.96.0.1:443",
+        "certificate-authority": str(tmp_path / "ca.crt"),
+    }
+    # A token file, not its text: the kubelet rotates a bound token in place.
+    assert config["users"][0]["user"] == {"tokenFile": str(tmp_path / "token")}
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    with pytest.raises(EnvironmentFailure, match=r"spec\.environment\.kubeconfigSecretRef"):
+        in_cluster_kubeconfig(tmp_path)
+
+
+def trial(
+    name: str,
+    *,
+    cluster: str = SERVER,
+    slot: int = 0,
+    phase: str = "AgentRunning",
+    records: dict[str, Any] | None = None,
+    pending: str | None = None,
+) -> dict[str, Any]:
+    annotations = {
+        LEASE: Lease(cluster=cluster, slot=slot, secret="ns/lab").wire(),
+        RECORDS: InjectionRecords(records or {}, list(records or {}), pending).wire(),
+    }
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "annotations": annotations,
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_a_lease_is_held_while_its_trial_runs_or_still_carries_faults() -> None:
+    trials = [
+        trial("running", slot=0),
+        trial("clean", slot=1, phase="Failed"),
+        trial("stuck", slot=2, phase="Errored", records={"k": [{}]}),
+        trial("interrupted", slot=3, phase="Errored", pending="k"),
+        trial("elsewhere", cluster="https://other:6443", slot=4),
+        trial("me", slot=5),
+        {"metadata": {"name": "unleased", "namespace": "ns", "uid": "u"}, "status": {}},
+    ]
+    held, dirty = holders(trials, SERVER, "uid-me")
+    assert held == {0: "ns/running", 2: "ns/stuck", 3: "ns/interrupted"}
+    assert dirty == ["ns/stuck", "ns/interrupted"]
+
+
+def test_a_restarted_operator_adopts_the_records_and_refuses_an_injection_cut_short(
+    cluster: Cluster,
+) -> None:
+    path = cluster.kubeconfig  # the loopback API answers the environment's discovery
+    lease = Lease(cluster=SERVER, slot=0, secret="ns/lab", provisioned_at=1000.0)
+    change = {
+        "change": {
+            "op": "merge-patch",
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": "cart",
+            "namespace": "otel-demo",
+            "body": {"spec": {"replicas": 0}},
+        },
+        "before": {"metadata": {"name": "cart"}},
+        "previousVariant": None,
+    }
+    env = LeasedClusterEnvironment(kubeconfig=path, lease=lease)
+    env.resume(InjectionRecords({"uid/inject/0": [change]}, ["uid/decoy/0", "uid/inject/0"]))
+    assert env.injections() == ["uid/decoy/0", "uid/inject/0"], "in the order they were made"
+    assert not env.inject("uid/inject/0", []), "a recorded key is not injected again"
+    [kept] = env.records()["uid/inject/0"]  # what removal will put back
+    assert kept["before"] == change["before"] and kept["change"]["body"] == change["change"]["body"]
+    env.close()
+    cut = LeasedClusterEnvironment(kubeconfig=path, lease=lease)
+    with pytest.raises(EnvironmentFailure, match="stopped while injecting uid/inject/1"):
+        cut.resume(InjectionRecords({}, ["uid/inject/1"], pending="uid/inject/1"))
+    cut.close()
+
+
+def test_a_cluster_that_cannot_be_reached_is_the_environments_failure(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig(server="https://127.0.0.1:1")))
+    with pytest.raises(EnvironmentFailure, match=r"cluster https://127.0.0.1:1 is unreachable"):
+        connect(LeasedClusterEnvironment, "https://127.0.0.1:1", kubeconfig=path)
