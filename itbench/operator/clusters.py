@@ -222,10 +222,10 @@ class InjectionRecords:
         return bool(self.records) or self.pending is not None
 
     def wire(self) -> str:
-        """The annotation's text."""
+        """The annotation's text (objects keep their keys' order: a restored object is the one
+        read before the change, byte for byte)."""
         return json.dumps(
             {"records": self.records, "order": self.order, "pending": self.pending},
-            sort_keys=True,
             separators=(",", ":"),
         )
 
@@ -327,7 +327,8 @@ class LeasedClusterEnvironment(ClusterEnvironment):
         """
         if records.pending is not None and records.pending not in records.records:
             raise EnvironmentFailure(
-                f"the operator stopped while injecting {records.pending} on {self._where()}; "
+                f"injection {records.pending} on {self._where()} never finished cleanly (the "
+                "operator stopped during it, or it failed and undoing it may have failed too); "
                 "the cluster may carry part of that fault. Check the application against its "
                 "baseline before running more trials there, then delete this Trial"
             )

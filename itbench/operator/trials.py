@@ -724,29 +724,29 @@ class TrialDriver:
     def _finalize(self, body: kopf.Body, meta: Any, uid: str) -> None:
         self._done.add(uid)  # no tick starts work on it from now on
         self._unsaved.pop(uid, None)
-        env = self.runtime.environments.get(uid)
-        try:
-            if env is None:
-                env = self._reattach(body, uid)
-            if env is not None:
+        env = self.runtime.environments.get(uid) or self._reattach(body, uid)
+        if env is not None:
+            try:
                 _remove_faults(env)
-        except EnvironmentFailure as exc:
-            if not annotation(body, FORCE_RELEASE):
-                message = (
-                    f"cannot remove the faults of {source(body)}: the environment is "
-                    f"unreachable ({exc}); retrying. To release without recovery, annotate "
-                    f"it {FORCE_RELEASE}=true"
+            except EnvironmentFailure as exc:
+                if not annotation(body, FORCE_RELEASE):
+                    message = (
+                        f"cannot remove the faults of {source(body)}: the environment is "
+                        f"unreachable ({exc}); retrying. To release without recovery, annotate "
+                        f"it {FORCE_RELEASE}=true"
+                    )
+                    self.api.event(_plain(body), "ReleaseBlocked", message, warning=True)
+                    raise kopf.TemporaryError(
+                        message, delay=self.runtime.config.retry_seconds
+                    ) from exc
+                self.api.event(
+                    _plain(body),
+                    "ForceReleased",
+                    f"released without recovery ({FORCE_RELEASE}=true): the environment "
+                    "may still carry the fault and must be rebuilt",
+                    warning=True,
                 )
-                self.api.event(_plain(body), "ReleaseBlocked", message, warning=True)
-                raise kopf.TemporaryError(message, delay=self.runtime.config.retry_seconds) from exc
-            self.api.event(
-                _plain(body),
-                "ForceReleased",
-                f"released without recovery ({FORCE_RELEASE}=true): the environment "
-                "may still carry the fault and must be rebuilt",
-                warning=True,
-            )
-            self.runtime.environments.discard(uid)
+                self.runtime.environments.discard(uid)
         self._release(body, self._agent_of(body))
         self.runtime.metrics.trial_phase(uid, None)
 
@@ -755,7 +755,8 @@ class TrialDriver:
         recorded on it (None: nothing to remove, or not a cluster Trial).
 
         Raises:
-            EnvironmentFailure: The cluster cannot be reached, or what it carries is unknown.
+            kopf.TemporaryError: The cluster cannot be reached, or what it carries is unknown,
+                and no force-release was asked.
         """
         from itbench.operator.clusters import InjectionRecords
 
@@ -765,10 +766,17 @@ class TrialDriver:
         if not InjectionRecords.of(body).outstanding:
             return None
         try:
-            ctx, _agent = self._context(trial, uid)
-        except TrialSetupError as exc:
-            raise EnvironmentFailure(f"cannot rebuild the environment: {exc}") from None
-        return self.runtime.environments.create(ctx)
+            return self.runtime.environments.create(self._context(trial, uid)[0])
+        except (TrialSetupError, EnvironmentFailure) as exc:
+            if annotation(body, FORCE_RELEASE):
+                return None  # released without recovery, as asked
+            message = (
+                f"cannot rebuild the environment of {source(body)} to remove its faults "
+                f"({exc}); retrying. To release without recovery, annotate it "
+                f"{FORCE_RELEASE}=true"
+            )
+            self.api.event(_plain(body), "ReleaseBlocked", message, warning=True)
+            raise kopf.TemporaryError(message, delay=self.runtime.config.retry_seconds) from exc
 
     def _agent_of(self, body: kopf.Body) -> AgentSubmission | None:
         live = self._live.get(body["metadata"]["uid"])

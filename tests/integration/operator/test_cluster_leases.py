@@ -145,7 +145,10 @@ def test_a_restarted_operator_adopts_the_records_and_refuses_an_injection_cut_sh
     assert kept["before"] == change["before"] and kept["change"]["body"] == change["change"]["body"]
     env.close()
     cut = LeasedClusterEnvironment(kubeconfig=path, lease=lease)
-    with pytest.raises(EnvironmentFailure, match="stopped while injecting uid/inject/1"):
+    with pytest.raises(
+        EnvironmentFailure,
+        match=r"injection uid/inject/1 on https://10\.1\.2\.3:6443 never finished cleanly",
+    ):
         cut.resume(InjectionRecords({}, ["uid/inject/1"], pending="uid/inject/1"))
     cut.close()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import difflib
 import json
 import shutil
 import threading
@@ -55,6 +56,7 @@ the cluster fault tests run too; its ContainerOOMKilled alert fires in the real 
 SPEED = 30.0
 """Twin seconds per wall second."""
 SECRET = "lab-cluster"
+SEED = 5
 
 
 def start_twin(workdir: Path, seed: int) -> ServedCluster:
@@ -65,9 +67,9 @@ def start_twin(workdir: Path, seed: int) -> ServedCluster:
     ).start()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedCluster]:
-    """A served twin with a real Prometheus, shared by the tests that leave it clean."""
+    """A served twin with a real Prometheus (one per test: a failed test leaves its faults)."""
     served = start_twin(tmp_path_factory.mktemp("twin"), seed=31)
     try:
         yield served
@@ -125,14 +127,25 @@ def cluster_run(name: str, agent_name: str, secret: str = SECRET, **spec: Any) -
         [SCENARIO],
         environment={"type": "cluster", "kubeconfigSecretRef": {"name": secret}},
         # The twin runs 30 times faster than the wall clock, playbooks do not: recovery gets
-        # an hour of its time (two minutes) for the removal and its alerts to clear.
-        **{"trialsPerScenario": 1, "timeouts": {"recoverySeconds": 3600}, **spec},
+        # an hour of its time (two minutes) for the removal and its alerts to clear. Seed 5
+        # draws two decoys per trial (annotation edits), the fewest: each is a playbook run.
+        **{"trialsPerScenario": 1, "seed": SEED, "timeouts": {"recoverySeconds": 3600}, **spec},
     )
 
 
 def annotation(trial: Mapping[str, Any], key: str) -> dict[str, Any]:
     text = (trial["metadata"].get("annotations") or {}).get(key)
     return json.loads(text) if text else {}
+
+
+def changed(before: dict[Any, bytes], after: dict[Any, bytes]) -> str:
+    """What differs between two baselines, as unified diffs (for a failure's message)."""
+    out = []
+    for key in differences(before, after):
+        old = before.get(key, b"").decode().splitlines()
+        new = after.get(key, b"").decode().splitlines()
+        out.append("\n".join(difflib.unified_diff(old, new, str(key), str(key), lineterm="")))
+    return "\n".join(out)
 
 
 def baseline_of(served: ServedCluster, tmp: Path) -> dict[Any, bytes]:
@@ -230,9 +243,9 @@ async def test_oracle_passes_and_null_fails_on_a_cluster_registered_by_a_secret_
                 seen["waiting"].add(message)
         return False
 
-    task = asyncio.ensure_future(until(watch, within=600))
+    task = asyncio.ensure_future(until(watch, within=1200))
     try:
-        await finish(live, "oracle-live", "null-live", within=300)
+        await finish(live, "oracle-live", "null-live", within=900)
     finally:
         task.cancel()
     oracle = status_of(live, "benchmarkruns", "oracle-live")
@@ -297,7 +310,7 @@ async def test_an_operator_restarted_mid_trial_takes_the_trial_over_without_inje
                 injections_of(trials[0])
             )
 
-        await until(injected, within=180, what="the fault injected and recorded on the Trial")
+        await until(injected, within=300, what="the fault injected and recorded on the Trial")
         # The tick that injected may not have written its status yet: the second operator then
         # replays the trial from an earlier phase and asks for every injection again.
         await handle.kill()
@@ -312,7 +325,7 @@ async def test_an_operator_restarted_mid_trial_takes_the_trial_over_without_inje
         )
         await second.start(config)
         done = await until(
-            lambda: finished(second, "restart-live"), within=300, what="the run finished"
+            lambda: finished(second, "restart-live"), within=600, what="the run finished"
         )
     finally:
         await handle.kill()
@@ -331,7 +344,8 @@ async def test_an_operator_restarted_mid_trial_takes_the_trial_over_without_inje
     assert playbooks.runs["faults/object-patch.yaml"] == made, (playbooks.runs, made)
     assert playbooks.runs["faults/restore.yaml"] == made, (playbooks.runs, made)
     assert records["records"] == {} and records["pending"] is None
-    assert differences(before, baseline_of(twin, tmp_path)) == []
+    after = baseline_of(twin, tmp_path)
+    assert differences(before, after) == [], changed(before, after)
 
 
 @pytest.mark.slow
@@ -351,10 +365,10 @@ async def test_a_cluster_that_becomes_unreachable_errors_its_trials_and_the_run_
                 annotation(t, RECORDS).get("records") for t in trials_of(live, "doomed-live")
             )
 
-        await until(injected, within=120, what="a fault injected on the cluster")
+        await until(injected, within=300, what="a fault injected on the cluster")
     finally:
         served.stop()
-    status = await until(lambda: finished(live, "doomed-live"), within=120, what="the run finished")
+    status = await until(lambda: finished(live, "doomed-live"), within=300, what="the run finished")
     assert status["phase"] == "Errored"
     assert status["summary"]["errored"] == 2 and status["summary"]["failed"] == 0
     trials = trials_of(live, "doomed-live")
@@ -363,6 +377,28 @@ async def test_a_cluster_that_becomes_unreachable_errors_its_trials_and_the_run_
     messages = sorted(t["status"]["message"] for t in trials)
     assert all(m.startswith("environment: ") for m in messages), messages
     assert any("may still carry faults" in m for m in messages), messages
+    # A new operator process is asked to delete the Trial whose faults are still recorded on
+    # it: it tries to rebuild the environment to remove them, and waits for the cluster until
+    # the user lets go.
+    for handle in live.operators:
+        await handle.kill()
+    fresh = cluster_lab(live.cluster, config_for(kubernetes_core()))
+    await fresh.start(config_for(kubernetes_core()))
+    try:
+        [stuck] = [t for t in trials if annotation(t, RECORDS).get("records")]
+        name = stuck["metadata"]["name"]
+        live.cluster.kubectl("delete", "trial", name, "--wait=false")
+        blocked = await until(
+            lambda: [e for e in live.cluster.events(name) if e["reason"] == "ReleaseBlocked"],
+            what="the deletion blocked on the unreachable cluster",
+        )
+        assert "cannot rebuild the environment" in blocked[0]["message"]
+        assert live.cluster.get("trials", name) is not None, "not deleted while faults remain"
+        live.cluster.kubectl("annotate", "trial", name, "itbench.io/force-release=true")
+        await until(lambda: live.cluster.get("trials", name) is None, what="the Trial released")
+    finally:
+        for handle in fresh.operators:
+            await handle.kill()
 
 
 async def test_a_missing_or_unusable_kubeconfig_secret_is_named_in_the_runs_condition(
@@ -382,6 +418,9 @@ async def test_a_missing_or_unusable_kubeconfig_secret_is_named_in_the_runs_cond
         },
     )
     live.cluster.apply(cluster_run("garbled", "null", secret="garbled"))
+    unused = cluster_run("unused", "null", secret="garbled")
+    unused["spec"]["environment"]["type"] = "simulator"
+    live.cluster.apply(unused)
 
     def valid(run: str) -> dict[str, Any] | None:
         conditions = status_of(live, "benchmarkruns", run).get("conditions") or []
@@ -398,4 +437,8 @@ async def test_a_missing_or_unusable_kubeconfig_secret_is_named_in_the_runs_cond
     assert garbled["reason"] == "KubeconfigSecretInvalid"
     assert "spec.environment.kubeconfigSecretRef" in garbled["message"]
     assert "is not YAML" in garbled["message"]
-    assert trials_of(live, "nowhere") == [] and trials_of(live, "garbled") == []
+    ignored = await until(lambda: valid("unused"), what="unused's Valid condition")
+    assert ignored["reason"] == "KubeconfigSecretUnused"
+    assert "spec.environment.kubeconfigSecretRef is set" in ignored["message"]
+    assert trials_of(live, "nowhere") == trials_of(live, "garbled") == trials_of(live, "unused")
+    assert trials_of(live, "nowhere") == []
