@@ -320,14 +320,23 @@ class KubeObjectReader:
         self._client = DynamicClient(api_client)
 
     def read(self, api_version: str, kind: str, name: str, namespace: str | None) -> Json | None:
-        """The object as the API server has it now (None when it does not exist)."""
+        """The object as the API server has it now (None when it does not exist).
+
+        Raises:
+            PlaybookError: The cluster cannot be reached (so the change is never attempted).
+        """
+        import urllib3
         from kubernetes.dynamic.exceptions import NotFoundError
 
-        resource = self._client.resources.get(api_version=api_version, kind=kind)
         try:
+            resource = self._client.resources.get(api_version=api_version, kind=kind)
             obj = resource.get(name=name, namespace=namespace)
         except NotFoundError:
             return None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise PlaybookError(
+                f"reading {kind} {namespace or ''}/{name}: the cluster is unreachable: {exc}"
+            ) from None
         result: Json = obj.to_dict()
         return result
 
