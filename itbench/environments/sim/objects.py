@@ -158,23 +158,30 @@ _PARSED_MEMORY: dict[str, float] = {}
 _PARSED_CPU: dict[str, float] = {}
 
 
+def _quantity(
+    text: str | int | float, parse: Callable[[str], float], known: dict[str, float]
+) -> float:
+    # Parsed once per text: controllers and scrapes read the same few quantities every tick.
+    if isinstance(text, int | float):
+        return float(text)
+    if type(text) is not str:
+        return parse(str(text).strip())
+    value = known.get(text)
+    if value is not None:
+        return value
+    value = parse(text.strip())
+    if len(known) < _PARSED_LIMIT:
+        known[text] = value
+    return value
+
+
 def parse_memory(text: str | int | float) -> float:
     """Bytes in a Kubernetes memory quantity (`160Mi`, `1G`, `512MB`, `1048576`).
 
     Raises:
         ValueError: Not a quantity.
     """
-    if isinstance(text, int | float):
-        return float(text)
-    if type(text) is not str:
-        return _parse_memory(str(text).strip())
-    known = _PARSED_MEMORY.get(text)
-    if known is not None:
-        return known
-    value = _parse_memory(text.strip())
-    if len(_PARSED_MEMORY) < _PARSED_LIMIT:
-        _PARSED_MEMORY[text] = value
-    return value
+    return _quantity(text, _parse_memory, _PARSED_MEMORY)
 
 
 def _parse_memory(s: str) -> float:
@@ -191,17 +198,7 @@ def parse_cpu(text: str | int | float) -> float:
     Raises:
         ValueError: Not a quantity.
     """
-    if isinstance(text, int | float):
-        return float(text)
-    if type(text) is not str:
-        return _parse_cpu(str(text).strip())
-    known = _PARSED_CPU.get(text)
-    if known is not None:
-        return known
-    value = _parse_cpu(text.strip())
-    if len(_PARSED_CPU) < _PARSED_LIMIT:
-        _PARSED_CPU[text] = value
-    return value
+    return _quantity(text, _parse_cpu, _PARSED_CPU)
 
 
 def _parse_cpu(s: str) -> float:
