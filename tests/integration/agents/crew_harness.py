@@ -20,6 +20,7 @@ from agents.crew.session import work_trial
 from itbench.catalog_files import load_catalog
 from itbench.cli.serve import PracticeTrial, practice_trial
 from itbench.client import Domain, ITBenchClient
+from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialStatus
 from itbench.core.runner import new_status
 from itbench.execution.artefacts import read_steps
@@ -88,7 +89,7 @@ class CrewRun:
 
 
 def run_crew(
-    scenario: str,
+    scenario: str | Scenario,
     reasoning: list[str],
     tool: list[str],
     *,
@@ -99,12 +100,13 @@ def run_crew(
     agent_seconds: int = 1800,
     args: dict[str, str] | None = None,
 ) -> CrewRun:
-    """Run a crew with scripted models on a fresh simulated trial of `scenario` and score it."""
-    catalog, problems = load_catalog(ROOT / "scenarios")
-    assert problems == []
-    trial = practice_trial(
-        catalog.get(scenario), seed=seed, agent_seconds=agent_seconds, allow_oracle=False
-    )
+    """Run a crew with scripted models on a fresh simulated trial of `scenario` (a catalog name,
+    or one instance of a scenario) and score it."""
+    if isinstance(scenario, str):
+        catalog, problems = load_catalog(ROOT / "scenarios")
+        assert problems == []
+        scenario = catalog.get(scenario)
+    trial = practice_trial(scenario, seed=seed, agent_seconds=agent_seconds, allow_oracle=False)
     thinking = scripted_model(reasoning, model="scripted/reasoning")
     writing = scripted_model(tool, model="scripted/tool", actor="tool-model", reasoning=False)
     audit: list[dict[str, Any]] = []
