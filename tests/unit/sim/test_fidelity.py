@@ -887,3 +887,26 @@ def test_the_stack_playbook_installs_every_pinned_chart_from_the_pins() -> None:
     assert play["vars"]["install_order"][-1] == "opentelemetry-demo"
     helm = next(t for t in play["tasks"] if "kubernetes.core.helm" in t)["kubernetes.core.helm"]
     assert helm["chart_version"] == "{{ charts[item].version }}"
+
+
+def test_the_stack_playbook_waits_for_the_policy_engines_before_the_shop() -> None:
+    path = PLAYBOOKS / "stack" / "install.yaml"
+    play = yaml.safe_load(path.read_text(encoding="utf-8"))[0]
+    order = play["vars"]["install_order"]
+    engines = play["vars"]["policy_engines"]
+    assert engines == ["kyverno", "gatekeeper"]
+    for name in engines:
+        chart = chart_pin(name)
+        assert chart["source"]["tag"] == chart["appVersion"], name
+        assert (STACK_DIR / chart["values"]).is_file(), name
+        assert order.index(name) < order.index("opentelemetry-demo"), name
+    assert set(play["vars"]["policy_crds"]) == set(engines)
+    [wait] = [t for t in play["tasks"] if "policy engines serve" in t["name"]]
+    waits = [t for t in wait["block"] if "kubernetes.core.k8s_info" in t]
+    assert [t["kubernetes.core.k8s_info"]["wait_condition"]["type"] for t in waits] == [
+        "Available",
+        "Established",
+    ]
+    assert "not ready" in wait["rescue"][0]["ansible.builtin.fail"]["msg"]
+    names = [t["name"] for t in play["tasks"]]
+    assert names.index(wait["name"]) < names.index("Wait until every pod of the shop is Ready")
