@@ -6,6 +6,9 @@ nothing and earn nothing."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -242,6 +245,22 @@ def test_itbench_run_benchmarks_the_registered_ciso_crew_with_a_replayed_model(
     [usage] = report.agent_usage
     assert (usage.agent.name, usage.agent.target) == ("crewai-ciso", "agents.crewai_ciso:AGENT")
     assert usage.usage.model_calls == 6 and usage.usage.prompt_tokens > 1000
+
+
+def test_the_ciso_crew_as_a_command_exits_at_once_without_a_model() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ITBENCH_AGENT__")}
+    env.update(ITBENCH_GATEWAY_URL="http://127.0.0.1:9", ITBENCH_TOKEN="t", ITBENCH_TRIAL="x")
+    done = subprocess.run(
+        [sys.executable, "-m", "agents.crewai_ciso"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "no model configured" in done.stderr and "ITBENCH_AGENT__MODEL" in done.stderr
 
 
 # ---- the lint on its own -------------------------------------------------------------------
