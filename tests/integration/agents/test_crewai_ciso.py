@@ -121,6 +121,46 @@ def test_the_ciso_crew_passes_each_class_on_both_variants_through_the_gateway(
             assert ('"violations": []' in decided) == compliant, decided
 
 
+SSHD_PLAYBOOK = """```yaml
+- name: Collect sshd's effective options
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run sshd -T
+      ansible.builtin.command: sshd -T
+      register: effective
+      changed_when: false
+    - name: Write them as the evidence
+      ansible.builtin.copy:
+        dest: "{{ lookup('ansible.builtin.env', 'ITBENCH_EVIDENCE') }}"
+        content: >-
+          {{ {'sshd': dict(effective.stdout_lines | map('split', ' ', 1) | list)} | to_json }}
+        mode: "0600"
+```"""
+
+
+@pytest.mark.slow
+def test_the_ciso_crew_collects_host_evidence_with_an_ansible_playbook(
+    offline_crew: Path, tmp_path: Path
+) -> None:
+    reasoning, _tool = recorded("crewai_ciso_rhel9.yaml")
+    rego = (
+        "```rego\npackage cis.x11\n\nimport rego.v1\n\ndefault compliant := false\n\n"
+        'compliant if input.sshd.x11forwarding == "no"\n```'
+    )
+    scenario = variant("ciso-rhel9-sshd-x11-forwarding", "noncompliant")
+    run = ciso(tmp_path, scenario, reasoning, [SSHD_PLAYBOOK, rego])
+    assert run.reasoning.remaining == 0 and run.tool.remaining == 0, run.status.message
+    [collected] = results(run, "write_collection")
+    assert collected.startswith("Collection (playbook) ran in the sandbox")
+    assert '"x11forwarding": "yes"' in collected
+    [decided] = results(run, "write_rego")
+    assert '"compliant": false' in decided
+    submitted = run.status.agent_output
+    assert submitted is not None and submitted.compliance is not None
+    assert run.status.phase == TrialPhase.SUCCEEDED, run.status.message
+
+
 @pytest.mark.slow
 def test_a_rego_syntax_error_is_caught_by_the_lint_and_corrected_on_re_prompt(
     offline_crew: Path, tmp_path: Path
