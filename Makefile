@@ -54,24 +54,34 @@ check-generated: generate
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(ARGS)
 
-## Needs a running kind cluster (see .github/workflows/kind.yaml).
-e2e: $(STAMP)
-	$(BIN)/python -m pytest -m e2e -q tests/e2e $(ARGS)
-
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
 
-## kind targets (need docker, kind, helm; used by .github/workflows/kind.yaml)
-KIND_CLUSTER ?= itbench
-IMAGE        ?= ghcr.io/itbench/itbench:dev
+## A kind cluster, the pinned stack and the platform on it, end to end (.github/workflows/kind.yaml
+## runs these in order; docs/install.md has the same on any cluster). Each target runs locally up
+## to the step that needs a cluster: tests/integration/test_make_targets.py runs them so.
+KIND          ?= kind
+KIND_CLUSTER  ?= itbench
+KIND_IMAGE    ?=
+IMAGE         ?= ghcr.io/itbench/itbench:dev
+SUDO          ?= sudo
 
-.PHONY: kind-up kind-load kind-install kind-down
+.PHONY: kind-host kind-up kind-load kind-install kind-down stack-collection stack-vars stack-up \
+	stack-down e2e-artefacts
+
+## The host's inotify limits and Chaos Mesh's kernel modules (kind's nodes share its kernel).
+kind-host:
+	$(SUDO) deploy/kind/host.sh apply
+
+## 1 control plane + 2 workers; fails first, saying what to fix, on a host without the settings.
 kind-up:
-	kind create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml
+	deploy/kind/host.sh check
+	$(KIND) create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml \
+	  $(if $(KIND_IMAGE),--image $(KIND_IMAGE)) --wait 5m
 
 kind-load:
 	docker build -t $(IMAGE) .
-	kind load docker-image --name $(KIND_CLUSTER) $(IMAGE)
+	$(KIND) load docker-image --name $(KIND_CLUSTER) $(IMAGE)
 
 kind-install:
 	helm upgrade --install itbench charts/itbench --namespace itbench-system --create-namespace \
@@ -79,4 +89,47 @@ kind-install:
 	  --wait --timeout 5m
 
 kind-down:
-	kind delete cluster --name $(KIND_CLUSTER)
+	$(KIND) delete cluster --name $(KIND_CLUSTER)
+
+# The stack playbooks run against the current context of this kubeconfig, with the
+# kubernetes.core collection at its pinned version (installed into COLLECTIONS_DIR when missing).
+KUBECONFIG_FILE    ?= $(firstword $(subst :, ,$(or $(KUBECONFIG),$(HOME)/.kube/config)))
+COLLECTIONS_DIR    ?= $(HOME)/.ansible/collections
+COLLECTION_VERSION := $(shell sed -n 's/^ *collectionVersion: *//p' itbench/stack/pins.yaml)
+STACK_VARS         ?= build/stack-vars.json
+ANSIBLE_FLAGS      ?=
+ANSIBLE_ENV         = ANSIBLE_COLLECTIONS_PATH=$(COLLECTIONS_DIR) PATH="$(CURDIR)/$(BIN):$$PATH"
+
+stack-collection: $(STAMP)
+	$(BIN)/ansible-galaxy collection install "kubernetes.core:==$(COLLECTION_VERSION)" -p $(COLLECTIONS_DIR)
+
+stack-vars: $(STAMP)
+	@mkdir -p $(dir $(STACK_VARS))
+	$(BIN)/python deploy/stack/vars.py --kubeconfig $(KUBECONFIG_FILE) --output $(STACK_VARS)
+
+## The pinned stack (itbench/stack/pins.yaml): shop, observability, Chaos Mesh, OpenCost.
+stack-up: stack-collection stack-vars
+	$(ANSIBLE_ENV) $(BIN)/ansible-playbook itbench/environments/kube/playbooks/stack/install.yaml \
+	  -e @$(STACK_VARS) $(ANSIBLE_FLAGS)
+
+stack-down: stack-collection stack-vars
+	$(ANSIBLE_ENV) $(BIN)/ansible-playbook deploy/stack/uninstall.yaml -e @$(STACK_VARS) $(ANSIBLE_FLAGS)
+
+## The e2e tests (tests/e2e) against the current context: the chart installed, the stack up.
+E2E_ARTEFACTS ?= build/e2e
+e2e: $(STAMP)
+	@mkdir -p $(E2E_ARTEFACTS)
+	ITBENCH_E2E_ARTEFACTS=$(CURDIR)/$(E2E_ARTEFACTS) $(BIN)/python -m pytest -m e2e -q tests/e2e $(ARGS)
+
+## What a failed or finished e2e run leaves to read: objects, logs, reports, resource use.
+e2e-artefacts:
+	@mkdir -p $(E2E_ARTEFACTS)
+	-kubectl get nodes -o wide > $(E2E_ARTEFACTS)/nodes.txt 2>&1
+	-kubectl get benchmarkruns,trials,scenarios,agentsubmissions -A -o yaml > $(E2E_ARTEFACTS)/itbench-objects.yaml 2>&1
+	-kubectl get pods -A -o wide > $(E2E_ARTEFACTS)/pods.txt 2>&1
+	-kubectl get events -A --sort-by=.lastTimestamp > $(E2E_ARTEFACTS)/events.txt 2>&1
+	-kubectl -n itbench-system logs deploy/itbench --tail=-1 > $(E2E_ARTEFACTS)/operator.log 2>&1
+	-kubectl top nodes > $(E2E_ARTEFACTS)/top-nodes.txt 2>&1
+	-kubectl top pods -A --sort-by=memory > $(E2E_ARTEFACTS)/top-pods.txt 2>&1
+	-kubectl describe nodes > $(E2E_ARTEFACTS)/nodes-described.txt 2>&1
+	-kubectl get pods -A -o custom-columns='NAMESPACE:.metadata.namespace,POD:.metadata.name,CPU_REQUESTS:.spec.containers[*].resources.requests.cpu,MEMORY_REQUESTS:.spec.containers[*].resources.requests.memory,MEMORY_LIMITS:.spec.containers[*].resources.limits.memory' > $(E2E_ARTEFACTS)/requests.txt 2>&1
