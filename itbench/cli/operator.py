@@ -48,6 +48,13 @@ def operator() -> None:
     help="ServiceAccount of image agents' Jobs [settings: itbench-agent].",
 )
 @click.option(
+    "--cluster-agent-service-account",
+    default=None,
+    help="ServiceAccount, with its token, of image agents' Jobs in cluster runs on the "
+    "operator's own cluster (its Role limits it to the scenarios' namespaces) "
+    "[default: the --agent-service-account, without a token].",
+)
+@click.option(
     "--tick-seconds", type=float, default=1.0, show_default=True, help="Trial timer interval."
 )
 @click.option(
@@ -78,6 +85,7 @@ def run(
     gateway_port: int | None,
     gateway_url: str | None,
     agent_service_account: str | None,
+    cluster_agent_service_account: str | None,
     tick_seconds: float,
     log_format: str,
     log_level: str | None,
@@ -100,6 +108,7 @@ def run(
     config = OperatorConfig(
         trial_tick_seconds=tick_seconds,
         agent_service_account=agent_service_account or ops.agent_service_account,
+        cluster_agent_service_account=cluster_agent_service_account,
         trajectories_per_run=(
             ops.trajectories_per_run if trajectories_per_run is None else trajectories_per_run
         ),

@@ -44,6 +44,8 @@ class OperatorConfig:
         agent_wall_seconds: Real seconds an in-process (built-in) agent may take on one trial.
         gateway_url: URL agents in Jobs reach the gateway at.
         agent_service_account: ServiceAccount the agent Jobs run as (no RBAC bindings).
+        cluster_agent_service_account: ServiceAccount the agent Jobs of cluster runs on the
+            operator's own cluster run as, with its token (None: agent_service_account, without).
         trajectory_bytes: Most bytes of the trajectory document stored per Trial (a ConfigMap
             holds at most 1 MiB); longer trajectories keep their first calls and say so.
         trajectories_per_run: Most Trials of one run whose trajectories are stored (0: none);
@@ -67,6 +69,7 @@ class OperatorConfig:
     agent_wall_seconds: float = 120.0
     gateway_url: str = "http://itbench-gateway.itbench-system.svc:8080"
     agent_service_account: str = "itbench-agent"
+    cluster_agent_service_account: str | None = None
     trajectory_bytes: int = TRAJECTORY_BYTES
     trajectories_per_run: int = 500
     report_bytes: int = REPORT_BYTES

@@ -663,14 +663,20 @@ class TrialDriver:
         config = self.runtime.config
         self.api.ensure(workloads.token_secret(trial, session.token))
         if runtime.image is not None:
-            self.api.ensure(workloads.service_account(namespace, config.agent_service_account))
+            account, api_token = workloads.agent_account(
+                live.ctx.spec.environment,
+                config.agent_service_account,
+                config.cluster_agent_service_account,
+            )
+            self.api.ensure(workloads.service_account(namespace, account))
             self.api.ensure(
                 workloads.agent_job(
                     trial,
                     runtime.image,
                     gateway_url=config.gateway_url,
-                    service_account_name=config.agent_service_account,
+                    service_account_name=account,
                     deadline_seconds=live.ctx.spec.timeouts.agent_seconds,
+                    api_token=api_token,
                 )
             )
         live.published = True

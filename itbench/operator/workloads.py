@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from itbench.core.models.agent_submission import ImageRuntime
+from itbench.core.models.benchmark_run import EnvironmentSpec, EnvironmentType
 from itbench.core.runner import session_id_for
 from itbench.operator.kubeapi import Json, owner_reference
 
@@ -43,6 +44,29 @@ def service_account(namespace: str, name: str) -> Json:
     }
 
 
+def agent_account(
+    environment: EnvironmentSpec, default: str, cluster: str | None
+) -> tuple[str, bool]:
+    """The ServiceAccount an image agent's Job runs as, and whether its token is mounted.
+
+    Agents of cluster runs on the operator's own cluster (no kubeconfig Secret) run as the
+    cluster agents' account with its token: the chart binds it to a Role in the scenarios'
+    namespaces only. On any other cluster that account means nothing, so every other agent runs
+    as the default account, without a token, and acts only through the gateway.
+
+    Args:
+        environment: The trial's environment.
+        default: The agents' account (no RBAC bindings).
+        cluster: The cluster agents' account (None: none is configured).
+    """
+    own_cluster = (
+        environment.type == EnvironmentType.CLUSTER and environment.kubeconfig_secret_ref is None
+    )
+    if own_cluster and cluster is not None:
+        return cluster, True
+    return default, False
+
+
 def token_secret(trial: Json, token: str) -> Json:
     """The Secret holding a trial's gateway token (owned by the Trial)."""
     meta = trial["metadata"]
@@ -70,11 +94,15 @@ def agent_job(
     gateway_url: str,
     service_account_name: str,
     deadline_seconds: int,
+    api_token: bool = False,
 ) -> Json:
     """The Job running an image agent against one trial through the gateway.
 
-    The pod runs as non-root without privileges or an API token; it reaches the trial only
-    through the gateway URL and the trial's own bearer token (from the token Secret).
+    The pod runs as non-root without privileges; it reaches the trial through the gateway URL
+    and the trial's own bearer token (from the token Secret). It has no API token unless
+    `api_token`: an agent of a cluster run on the operator's own cluster gets its
+    ServiceAccount's token, whose Role (the chart's) lets it act in the scenarios' namespaces
+    only.
 
     Args:
         trial: The Trial object.
@@ -82,6 +110,7 @@ def agent_job(
         gateway_url: The gateway URL reachable from the agent's pod.
         service_account_name: The agents' ServiceAccount.
         deadline_seconds: Hard wall-clock limit of the Job.
+        api_token: Mount the ServiceAccount's API token in the pod.
     """
     meta = trial["metadata"]
     name = workload_name(meta["name"])
@@ -113,6 +142,7 @@ def agent_job(
         container["resources"] = {k: v for k, v in resources.items() if v}
     labels = {
         "app.kubernetes.io/part-of": "itbench",
+        "app.kubernetes.io/component": "agent",  # what the chart's NetworkPolicy selects
         "itbench.io/trial": meta["name"][:63].rstrip("-."),
     }
     return {
@@ -132,7 +162,7 @@ def agent_job(
                 "metadata": {"labels": labels},
                 "spec": {
                     "serviceAccountName": service_account_name,
-                    "automountServiceAccountToken": False,
+                    "automountServiceAccountToken": api_token,
                     "restartPolicy": "Never",
                     "containers": [container],
                 },

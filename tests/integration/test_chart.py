@@ -166,6 +166,7 @@ def test_operator_runs_with_the_bound_service_account_and_agents_get_none(helm: 
     assert agent["automountServiceAccountToken"] is False
     bound = {s["name"] for d in docs if d["kind"].endswith("Binding") for s in d["subjects"]}
     assert "itbench-agent" not in bound, "agents act only through the gateway"
+    # Cluster agents' rights: tests/integration/test_chart_agent_limits.py.
     container = pod["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -175,7 +176,8 @@ def test_operator_runs_with_the_bound_service_account_and_agents_get_none(helm: 
 def test_rbac_covers_what_the_operator_touches(helm: Path, values: tuple[str, ...]) -> None:
     docs = render(helm, *values)
     cluster_rules = one(docs, "ClusterRole")["rules"]
-    roles = [d for d in docs if d["kind"] == "Role"]
+    operator = one(docs, "ClusterRole")["metadata"]["name"]
+    roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == operator]
     if values:
         assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
         rules = roles[0]["rules"] + cluster_rules
@@ -183,7 +185,9 @@ def test_rbac_covers_what_the_operator_touches(helm: Path, values: tuple[str, ..
         assert not cluster_wide & {"secrets", "serviceaccounts", "jobs", "trials"}, (
             "with watchNamespaces, namespaced objects are reached only through Roles"
         )
-        bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+        bindings = [
+            d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == operator
+        ]
         assert {(b["metadata"]["namespace"], b["roleRef"]["kind"]) for b in bindings} == {
             ("team-a", "Role"),
             ("team-b", "Role"),
@@ -300,6 +304,9 @@ ALTERNATIVES: dict[str, Any] = {
     "metrics.prometheusRule.rules": [{"alert": "Mine", "expr": "vector(1)"}],
     "metrics.dashboard.enabled": False,
     "metrics.dashboard.annotations": {"grafana_folder": "ITBench"},
+    "agents.cluster.namespaces": ["shop-b"],
+    "networkPolicy.dns.podLabels": {"k8s-app": "coredns"},
+    "networkPolicy.agentEgress": [{"ports": [{"port": 443}]}],
     "podSecurityContext.seccompProfile.type": "Unconfined",
     "securityContext.capabilities.drop": ["NET_RAW"],
 }
