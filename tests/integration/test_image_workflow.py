@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from itbench.stack import pins
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "image.yaml"
 
@@ -91,3 +93,53 @@ def test_it_uses_only_the_workflow_token() -> None:
     login = _step("docker/login-action")["with"]
     assert login["registry"] == "ghcr.io"
     assert login["password"] == "${{ secrets.GITHUB_TOKEN }}"
+
+
+def _dockerfile_args() -> dict[str, str]:
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    return dict(re.findall(r"^ARG ([A-Z_]+)=(\S+)$", text, re.M))
+
+
+def _final_stage() -> list[str]:
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    stages = re.split(r"^FROM ", text, flags=re.M)
+    return [line for line in stages[-1].splitlines() if line.strip()]
+
+
+def test_the_operator_image_pins_what_the_playbooks_call() -> None:
+    args = _dockerfile_args()
+    stack = pins()
+    assert args["KUBERNETES_CORE_VERSION"] == stack["ansible"]["collectionVersion"]
+    assert args["KUBECTL_VERSION"] == stack["kubernetes"]["version"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", args["ANSIBLE_CORE_VERSION"])
+    assert re.fullmatch(r"\d+\.\d+\.\d+", args["ANSIBLE_RUNNER_VERSION"])
+    # The kind workflow runs the stack playbooks with the same helm and kubectl.
+    kind = yaml.safe_load((ROOT / ".github" / "workflows" / "kind.yaml").read_text("utf-8"))
+    versions = {
+        str(s["uses"]).split("@")[0]: s.get("with", {}).get("version")
+        for job in kind["jobs"].values()
+        for s in job["steps"]
+        if "uses" in s
+    }
+    assert versions["azure/setup-helm"] == args["HELM_VERSION"]
+    assert versions["azure/setup-kubectl"] == args["KUBECTL_VERSION"]
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert "sha256sum -c" in text and text.count("sha256") >= 4, "both binaries are verified"
+    assert '"kubernetes.core:==${KUBERNETES_CORE_VERSION}"' in text
+    assert '"ansible-core==${ANSIBLE_CORE_VERSION}"' in text
+
+
+def test_the_operator_image_runs_as_non_root_on_a_read_only_root() -> None:
+    final = _final_stage()
+    users = [line.split()[1] for line in final if line.startswith("USER ")]
+    assert users == ["10001:10001"], "the last stage's only user, numeric (runAsNonRoot checks)"
+    env = " ".join(line for line in final if not line.startswith(("RUN", "COPY")))
+    for variable in ("HOME", "ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP", "HELM_CACHE_HOME"):
+        assert re.search(rf"{variable}=/tmp(\s|/)", env), f"{variable} is under /tmp"
+    assert "PYTHONDONTWRITEBYTECODE=1" in env
+    assert any("compileall" in line for line in final), "bytecode is written at build time"
+    values = yaml.safe_load((ROOT / "charts" / "itbench" / "values.yaml").read_text("utf-8"))
+    assert values["securityContext"]["readOnlyRootFilesystem"] is True
+    assert values["podSecurityContext"]["runAsUser"] == 10001
+    deployment = (ROOT / "charts" / "itbench" / "templates" / "deployment.yaml").read_text("utf-8")
+    assert "mountPath: /tmp" in deployment and "emptyDir: {}" in deployment
