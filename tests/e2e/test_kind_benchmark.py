@@ -1,4 +1,4 @@
-"""End to end on kind with the Helm-installed operator (make kind-up kind-load kind-install e2e)."""
+"""End to end on kind with the Helm-installed operator on the simulator (see the Makefile)."""
 
 from __future__ import annotations
 
