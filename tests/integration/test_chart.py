@@ -157,11 +157,14 @@ def test_operator_runs_with_the_bound_service_account_and_agents_get_none(helm: 
     docs = render(helm)
     deployment = one(docs, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
-    binding = one(docs, "ClusterRoleBinding")
+    binding = one(docs, "ClusterRoleBinding", f"{RELEASE}-itbench")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": NAMESPACE}
     ]
-    assert binding["roleRef"]["name"] == one(docs, "ClusterRole")["metadata"]["name"]
+    assert (
+        binding["roleRef"]["name"]
+        == one(docs, "ClusterRole", f"{RELEASE}-itbench")["metadata"]["name"]
+    )
     agent = one(docs, "ServiceAccount", "itbench-agent")
     assert agent["automountServiceAccountToken"] is False
     bound = {s["name"] for d in docs if d["kind"].endswith("Binding") for s in d["subjects"]}
@@ -175,8 +178,8 @@ def test_operator_runs_with_the_bound_service_account_and_agents_get_none(helm: 
 @pytest.mark.parametrize("values", [(), ALL_ON], ids=["cluster-wide", "two-namespaces"])
 def test_rbac_covers_what_the_operator_touches(helm: Path, values: tuple[str, ...]) -> None:
     docs = render(helm, *values)
-    cluster_rules = one(docs, "ClusterRole")["rules"]
-    operator = one(docs, "ClusterRole")["metadata"]["name"]
+    cluster_rules = one(docs, "ClusterRole", f"{RELEASE}-itbench")["rules"]
+    operator = one(docs, "ClusterRole", f"{RELEASE}-itbench")["metadata"]["name"]
     roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == operator]
     if values:
         assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
@@ -304,7 +307,8 @@ ALTERNATIVES: dict[str, Any] = {
     "metrics.prometheusRule.rules": [{"alert": "Mine", "expr": "vector(1)"}],
     "metrics.dashboard.enabled": False,
     "metrics.dashboard.annotations": {"grafana_folder": "ITBench"},
-    "agents.cluster.namespaces": ["shop-b"],
+    "ownCluster.namespaces": ["shop-b"],
+    "ownCluster.telemetryNamespaces": ["observability"],
     "networkPolicy.dns.podLabels": {"k8s-app": "coredns"},
     "networkPolicy.agentEgress": [{"ports": [{"port": 443}]}],
     "podSecurityContext.seccompProfile.type": "Unconfined",

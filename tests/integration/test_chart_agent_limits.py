@@ -195,7 +195,7 @@ def test_the_cluster_agent_cannot_reach_anything_else(helm: Path) -> None:  # no
 def test_every_right_of_the_cluster_agent_is_in_a_scenario_namespace(
     helm: Path,  # noqa: F811
 ) -> None:
-    docs = render(helm, "agents.cluster.namespaces={otel-demo,shop-b}")
+    docs = render(helm, "ownCluster.namespaces={otel-demo,shop-b}")
     rbac = Authorizer(docs)
     account = (NAMESPACE, CLUSTER_AGENT)
     namespaces = {d["metadata"].get("namespace") for d in docs} | {None, *PLATFORM_NS}
@@ -224,7 +224,7 @@ def test_with_watched_namespaces_each_agent_namespace_is_bound_and_no_other(
     assert not rbac.can(("team-c", CLUSTER_AGENT), patch), "an unwatched namespace's account"
     assert not rbac.can((NAMESPACE, CLUSTER_AGENT), patch), "the release namespace is not watched"
     assert not rbac.can(("team-a", SIM_AGENT), patch)
-    none = authorizer(helm, "agents.cluster.namespaces=null")
+    none = authorizer(helm, "ownCluster.enabled=false")
     assert not none.can((NAMESPACE, CLUSTER_AGENT), patch)
     assert "Role" not in {d["kind"] for d in none.docs}
 
@@ -367,3 +367,59 @@ def test_the_operator_pod_accepts_only_its_own_ports_and_policies_can_be_off(
     )
     assert [p["metadata"]["name"] for p in agents] == ["bench-itbench-agents"]
     assert "NetworkPolicy" not in {d["kind"] for d in render(helm, "networkPolicy.enabled=false")}
+
+
+# ---- the operator on its own cluster: what provisioning, injection and telemetry need ----------
+OPERATOR = (NAMESPACE, "bench-itbench")
+ENVIRONMENT = [
+    Request("list", "secrets", "", SCENARIO_NS),  # the baseline holds every object
+    Request("patch", "deployments", "apps", SCENARIO_NS, "checkout"),  # object patch
+    Request("create", "resourcequotas", "", SCENARIO_NS),  # quota
+    Request("delete", "pods", "", SCENARIO_NS, "ad-1"),
+    Request("patch", "configmaps", "", SCENARIO_NS, "flagd-config"),  # flagd flag
+    Request("create", "secrets", "", SCENARIO_NS),  # object create
+    Request("delete", "services", "", SCENARIO_NS, "product-catalog"),
+    Request("create", "networkpolicies", "networking.k8s.io", SCENARIO_NS),
+    *(
+        Request(verb, plural, "chaos-mesh.org", SCENARIO_NS)
+        for verb in ("create", "delete")
+        for plural in ("podchaos", "networkchaos", "stresschaos", "httpchaos", "jvmchaos")
+    ),
+    Request("create", "schedules", "chaos-mesh.org", SCENARIO_NS),
+    Request("patch", "nodes", "", None, "itbench-worker"),  # node cordon
+    Request("create", "priorityclasses", "scheduling.k8s.io", None),
+    Request("list", "clusterroles", "rbac.authorization.k8s.io", None),
+    Request("get", "services/proxy", "", SCENARIO_NS, "flagd:8013"),
+    Request("get", "services/proxy", "", "monitoring", "kube-prometheus-stack-prometheus:9090"),
+    Request("get", "services/proxy", "", "monitoring", "loki:3100"),
+]
+
+"""What a cluster trial on the operator's own cluster asks of the API, by fault mechanism."""
+
+
+@pytest.mark.parametrize("request_", ENVIRONMENT, ids=lambda r: f"{r.verb}-{r.resource}")
+def test_the_operator_may_run_cluster_trials_on_its_own_cluster(
+    helm: Path,  # noqa: F811
+    request_: Request,
+) -> None:
+    assert authorizer(helm).can(OPERATOR, request_)
+    watched = "watchNamespaces={team-a}"  # the operator's own objects only in team-a
+    assert authorizer(helm, watched).can(OPERATOR, request_)
+    assert not authorizer(helm, watched, "ownCluster.enabled=false").can(OPERATOR, request_)
+
+
+def test_the_operators_cluster_rights_stop_at_the_stack(helm: Path) -> None:  # noqa: F811
+    # With watched namespaces what remains outside them is the environment's rights alone.
+    rbac = authorizer(helm, "watchNamespaces={team-a}")
+    for request in [
+        Request("get", "secrets", "", "monitoring"),
+        Request("list", "secrets", "", "kube-system"),
+        Request("get", "pods", "", "chaos-mesh"),
+        Request("delete", "nodes", "", None, "itbench-worker"),
+        Request("delete", "namespaces", "", None, SCENARIO_NS),
+        Request("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
+        Request("create", "rolebindings", "rbac.authorization.k8s.io", SCENARIO_NS),
+        Request("patch", "deployments", "apps", "monitoring", "kube-prometheus-stack-operator"),
+        Request("get", "services/proxy", "", "kube-system", "kube-dns:53"),
+    ]:
+        assert not rbac.can(OPERATOR, request), request
