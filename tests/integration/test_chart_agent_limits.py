@@ -235,6 +235,10 @@ def test_the_operator_runs_cluster_agents_as_the_account_the_chart_binds(
     docs = render(helm)
     container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert f"--cluster-agent-service-account={CLUSTER_AGENT}" in container["args"]
+    off = one(render(helm, "ownCluster.enabled=false"), "Deployment")["spec"]["template"]
+    assert not [a for a in off["spec"]["containers"][0]["args"] if "cluster-agent" in a], (
+        "without the Role no agent gets a token"
+    )
     account = one(docs, "ServiceAccount", CLUSTER_AGENT)
     assert account["metadata"]["namespace"] == NAMESPACE
     assert account["automountServiceAccountToken"] is False, "only its agents' pods mount it"
