@@ -23,9 +23,10 @@ from tests.integration.test_chart import NAMESPACE, helm, one, render  # noqa: F
 SCENARIO_NS = "otel-demo"
 CLUSTER_AGENT = "itbench-cluster-agent"
 SIM_AGENT = "itbench-agent"
-PLATFORM_NS = (NAMESPACE, "monitoring", "chaos-mesh", "opencost", "kube-system", "default")
+PLATFORM_NS = (NAMESPACE, "monitoring", "chaos-mesh", "opencost", "kyverno", "gatekeeper-system")
+PLATFORM_NS += ("kube-system", "default")
 """Namespaces an agent must not touch: the platform's, the observability stack's, Chaos Mesh's,
-OpenCost's and the cluster's own."""
+OpenCost's, the policy engines' and the cluster's own."""
 
 
 @dataclass(frozen=True)
