@@ -442,28 +442,29 @@ class _Reconciler:
         self.reconcile_trials(spec, names, agent_name, refusal)
 
     def check_kubeconfig(self, spec: BenchmarkRunSpec) -> bool:
-        """Before a cluster run starts, check its kubeconfig Secret; False when it cannot."""
-        if spec.environment.kubeconfig_secret_ref is None:
+        """Before a cluster run starts, check its kubeconfig Secrets; False when it cannot."""
+        names = spec.environment.secret_names()
+        if not names:
             return True
+        field = clusters.secret_field(spec.environment)
         if spec.environment.type != EnvironmentType.CLUSTER:
             self.invalid(
                 "KubeconfigSecretUnused",
-                f"{clusters.SECRET_FIELD} is set but spec.environment.type is "
+                f"{field} is set but spec.environment.type is "
                 f"{spec.environment.type.value}; set type: cluster or drop the reference",
             )
             return False
-        try:
-            clusters.read_kubeconfig(self.api, self.namespace, spec.environment)
-        except clusters.KubeconfigError as exc:
-            missing = not self.api.secret_exists(
-                self.namespace, spec.environment.kubeconfig_secret_ref.name
-            )
-            # A missing Secret may yet be created (the run then starts); a bad one is fixed by
-            # editing it, which the next reconcile sees as well.
-            (self.pending if missing else self.invalid)(
-                "KubeconfigSecretNotFound" if missing else "KubeconfigSecretInvalid", str(exc)
-            )
-            return False
+        for name in names:
+            try:
+                clusters.read_kubeconfig(self.api, self.namespace, spec.environment, name)
+            except clusters.KubeconfigError as exc:
+                missing = not self.api.secret_exists(self.namespace, name)
+                # A missing Secret may yet be created (the run then starts); a bad one is fixed
+                # by editing it, which the next reconcile sees as well.
+                (self.pending if missing else self.invalid)(
+                    "KubeconfigSecretNotFound" if missing else "KubeconfigSecretInvalid", str(exc)
+                )
+                return False
         return True
 
     def read_seed_secret(self, spec: BenchmarkRunSpec) -> bool:
@@ -786,6 +787,11 @@ class _Reconciler:
             reason = "Cancelling" if cancelled else "TrialsRunning"
             message = f"{len(finished)}/{total} finished, {len(active)} running"
         conditions = condition(conditions, "Complete", complete, reason, message, self.generation)
+        usable = clusters.usable_condition(spec.environment, self.raw_body)
+        if usable is not None:
+            conditions = condition(
+                conditions, clusters.CLUSTERS_CONDITION, *usable, self.generation
+            )
         started = previous.started_at or (now().isoformat() if active or finished else None)
         status = previous.model_copy(
             update={

@@ -14,6 +14,8 @@ clean or is deleted.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
 import json
 import logging
@@ -28,13 +30,16 @@ from typing import Any
 import yaml
 
 from itbench.core.faults import ObjectChange
-from itbench.core.models.benchmark_run import EnvironmentSpec
+from itbench.core.models.benchmark_run import EnvironmentSpec, EnvironmentType
+from itbench.core.models.observations import EnvironmentSnapshot
 from itbench.core.models.trial import TrialPhase
 from itbench.core.runner import TrialContext
 from itbench.environments.kube.environment import ClusterEnvironment
 from itbench.environments.port import EnvironmentFailure
+from itbench.execution.evidence import AgentRecord, EvidenceStore, TopologyRecord
+from itbench.operator.artefacts import ARTEFACT_LABEL, MAX_NAME
 from itbench.operator.bodies import ANNOTATION_PREFIX, bounded
-from itbench.operator.kubeapi import TRIALS, Json, KubeApi
+from itbench.operator.kubeapi import BENCHMARK_RUNS, TRIALS, Json, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,12 @@ RECORDS = f"{ANNOTATION_PREFIX}injection-records"
 KUBECONFIG_KEY = "kubeconfig"
 """The key of a run's kubeconfig Secret."""
 SECRET_FIELD = "spec.environment.kubeconfigSecretRef"
+SECRETS_FIELD = "spec.environment.kubeconfigSecretRefs"
+UNUSABLE = f"{ANNOTATION_PREFIX}unusable-clusters"
+"""Annotation of a BenchmarkRun: JSON {secret: why} of its clusters not given new trials when
+a trial last looked for a lease (unreachable, or still carrying an ended trial's faults)."""
+CLUSTERS_CONDITION = "ClustersUsable"
+"""Condition of a cluster run: whether every target cluster could take trials when last tried."""
 OWN_CLUSTER = "the operator's own cluster"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 RECORD_LIMIT_BYTES = 200_000
@@ -130,21 +141,24 @@ def in_cluster_kubeconfig(service_account_dir: Path = SERVICE_ACCOUNT_DIR) -> st
     return yaml.safe_dump(config)
 
 
-def read_kubeconfig(api: KubeApi, namespace: str, environment: EnvironmentSpec) -> str:
-    """The kubeconfig text a run's `kubeconfigSecretRef` names.
+def read_kubeconfig(
+    api: KubeApi, namespace: str, environment: EnvironmentSpec, name: str | None = None
+) -> str:
+    """The kubeconfig text of one of a run's kubeconfig Secrets (`name`; None: the only one).
 
     Raises:
         KubeconfigError: The Secret is missing, lacks the key, or holds no usable kubeconfig.
     """
-    ref = environment.kubeconfig_secret_ref
-    assert ref is not None
-    where = f"Secret {namespace}/{ref.name} ({SECRET_FIELD})"
-    if not api.secret_exists(namespace, ref.name):
+    names = environment.secret_names()
+    name = name if name is not None else (names[0] if names else None)
+    assert name is not None
+    where = f"Secret {namespace}/{name} ({secret_field(environment)})"
+    if not api.secret_exists(namespace, name):
         raise KubeconfigError(
             f"{where} does not exist; create it with the target cluster's kubeconfig under "
             f"the key {KUBECONFIG_KEY!r}"
         )
-    text = api.secret_data(namespace, ref.name).get(KUBECONFIG_KEY)
+    text = api.secret_data(namespace, name).get(KUBECONFIG_KEY)
     if not text:
         raise KubeconfigError(f"{where} has no key {KUBECONFIG_KEY!r} holding a kubeconfig")
     try:
@@ -152,6 +166,11 @@ def read_kubeconfig(api: KubeApi, namespace: str, environment: EnvironmentSpec) 
     except KubeconfigError as exc:
         raise KubeconfigError(f"{where}: its {KUBECONFIG_KEY!r} {exc}") from None
     return text
+
+
+def secret_field(environment: EnvironmentSpec) -> str:
+    """The field of a run's spec that names its kubeconfig Secrets."""
+    return SECRETS_FIELD if environment.kubeconfig_secret_refs is not None else SECRET_FIELD
 
 
 # ---- leases ---------------------------------------------------------------------------------
@@ -420,6 +439,48 @@ def connect(
 
 
 # ---- the factory ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """A cluster a run targets.
+
+    Attributes:
+        secret: Where its kubeconfig comes from (`namespace/name`, or the operator's own
+            cluster).
+        text: The kubeconfig.
+        server: Its API server's URL (the cluster's identity).
+    """
+
+    secret: str
+    text: str
+    server: str
+
+
+PROBE_SECONDS = 5.0
+"""How long a reachability probe of a cluster may take."""
+
+
+def probe(server: str, kubeconfig: str) -> str | None:
+    """Why a cluster cannot be reached now (None: its API server answered `/version`)."""
+    import urllib3
+    from kubernetes import client as kube_client
+    from kubernetes import config as kube_config
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        api_client = kube_config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    except (kube_config.ConfigException, ValueError, TypeError, OSError) as exc:
+        return f"cluster {server} cannot be used ({exc})"
+    try:
+        kube_client.VersionApi(api_client).get_code(_request_timeout=PROBE_SECONDS)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        return f"cluster {server} is unreachable: {exc}"
+    except ApiException as exc:
+        return f"cluster {server} refused the probe ({exc.status} {exc.reason})"
+    finally:
+        api_client.close()
+    return None
+
+
 class ClusterTargets:
     """Builds the environments of cluster trials, leasing a slot of the target cluster first.
 
@@ -449,97 +510,160 @@ class ClusterTargets:
         self.collections_path = collections_path
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="itbench-clusters-"))
         self._lock = threading.Lock()
+        self._reported: dict[tuple[str, str], str] = {}
 
     def __call__(self, ctx: TrialContext) -> LeasedClusterEnvironment:
         """The environment of a cluster trial (resumed from its lease when it has one).
 
         Raises:
-            EnvironmentUnavailable: Every slot of the cluster is held by other trials.
-            EnvironmentFailure: The Trial, its kubeconfig or the cluster cannot be used.
+            EnvironmentUnavailable: Every slot of the run's usable clusters is held by other
+                trials.
+            EnvironmentFailure: The Trial, its kubeconfig or every cluster of the run cannot be
+                used.
         """
         namespace, name = ctx.name.split(".", 1)  # gateway ids are `<namespace>.<name>`
         body = self.api.get(TRIALS, namespace, name)
         if body is None:
             raise EnvironmentFailure(f"Trial {namespace}/{name} no longer exists")
-        text, secret = self._kubeconfig(namespace, ctx.spec.environment)
-        cluster = kubeconfig_server(text) if secret != OWN_CLUSTER else self._own_server(text)
         records = InjectionRecords.of(body)
         lease = Lease.of(body)
-        if lease is None or lease.cluster != cluster:
-            if records.outstanding:
+        env: LeasedClusterEnvironment | None = None
+        if lease is not None:
+            target = self._leased_target(namespace, ctx.spec.environment, lease)
+            if target is not None and target.server == lease.cluster:
+                env = self._connect(target, ctx, namespace, name, lease)
+            elif records.outstanding:
                 raise EnvironmentFailure(
-                    f"Trial {namespace}/{name} has injection records but no lease on {cluster}"
+                    f"Trial {namespace}/{name} has injection records on {lease.cluster}, which "
+                    f"its lease's Secret ({lease.secret}) no longer names"
                 )
-            lease = self._acquire(ctx, namespace, name, cluster, secret)
-        env = connect(
+        if env is None:
+            env = self._acquire(ctx, namespace, name)
+        try:
+            env.resume(records)
+        except EnvironmentFailure:
+            env.close()
+            raise
+        assert env.lease is not None
+        log.info(
+            "trial %s/%s leased slot %d of %s",
+            namespace,
+            name,
+            env.lease.slot,
+            env.lease.cluster,
+            extra={"trial": name, "cluster": env.lease.cluster, "slot": env.lease.slot},
+        )
+        return env
+
+    def _target(self, namespace: str, environment: EnvironmentSpec, secret: str | None) -> Target:
+        """One target cluster of a run: a kubeconfig Secret's (None: the operator's own)."""
+        if secret is None:
+            if self.own_kubeconfig is not None:
+                text = Path(self.own_kubeconfig).read_text(encoding="utf-8")
+            else:
+                text = in_cluster_kubeconfig()
+            try:
+                return Target(OWN_CLUSTER, text, kubeconfig_server(text))
+            except KubeconfigError as exc:
+                raise EnvironmentFailure(f"the kubeconfig of {OWN_CLUSTER} {exc}") from None
+        try:
+            text = read_kubeconfig(self.api, namespace, environment, secret)
+        except KubeconfigError as exc:
+            raise EnvironmentFailure(str(exc)) from None
+        return Target(f"{namespace}/{secret}", text, kubeconfig_server(text))
+
+    def _leased_target(
+        self, namespace: str, environment: EnvironmentSpec, lease: Lease
+    ) -> Target | None:
+        """The target a Trial's lease was taken on (None: the run no longer names it)."""
+        names: list[str | None] = [*environment.secret_names()] or [None]
+        for secret in names:
+            if (secret is None and lease.secret == OWN_CLUSTER) or (
+                lease.secret == f"{namespace}/{secret}"
+            ):
+                return self._target(namespace, environment, secret)
+        return None
+
+    def _connect(
+        self, target: Target, ctx: TrialContext, namespace: str, name: str, lease: Lease
+    ) -> LeasedClusterEnvironment:
+        return connect(
             LeasedClusterEnvironment,
-            cluster,
-            kubeconfig=self._write(text),
+            target.server,
+            kubeconfig=self._write(target.text),
             namespace=ctx.namespace,
             collections_path=self.collections_path,
             api=self.api,
             trial=(namespace, name),
             lease=lease,
         )
-        try:
-            env.resume(records)
-        except EnvironmentFailure:
-            env.close()
-            raise
-        log.info(
-            "trial %s/%s leased slot %d of %s",
-            namespace,
-            name,
-            lease.slot,
-            cluster,
-            extra={"trial": name, "cluster": cluster, "slot": lease.slot},
-        )
-        return env
 
-    def _kubeconfig(self, namespace: str, environment: EnvironmentSpec) -> tuple[str, str]:
-        if environment.kubeconfig_secret_ref is None:
-            if self.own_kubeconfig is not None:
-                return Path(self.own_kubeconfig).read_text(encoding="utf-8"), OWN_CLUSTER
-            return in_cluster_kubeconfig(), OWN_CLUSTER
-        try:
-            text = read_kubeconfig(self.api, namespace, environment)
-        except KubeconfigError as exc:
-            raise EnvironmentFailure(str(exc)) from None
-        return text, f"{namespace}/{environment.kubeconfig_secret_ref.name}"
-
-    @staticmethod
-    def _own_server(text: str) -> str:
-        try:
-            return kubeconfig_server(text)
-        except KubeconfigError as exc:
-            raise EnvironmentFailure(f"the kubeconfig of {OWN_CLUSTER} {exc}") from None
-
-    def _acquire(
-        self, ctx: TrialContext, namespace: str, name: str, cluster: str, secret: str
-    ) -> Lease:
-        capacity = ctx.spec.environment.capacity or 1
+    def _acquire(self, ctx: TrialContext, namespace: str, name: str) -> LeasedClusterEnvironment:
+        """Lease a free slot on one of the run's clusters: the one with the most free slots
+        first, passing over clusters that cannot be reached or still carry an ended trial's
+        faults (the run's `itbench.io/unusable-clusters` annotation names them)."""
+        environment = ctx.spec.environment
+        capacity = environment.capacity or 1
+        secrets: list[str | None] = [*environment.secret_names()] or [None]
+        busy: list[str] = []
+        unusable: dict[str, str] = {}
+        env: LeasedClusterEnvironment | None = None
         with self._lock:
-            held, dirty = holders(self.api.list_objects(TRIALS), cluster, ctx.uid)
-            if dirty:
-                raise EnvironmentFailure(
-                    bounded(
-                        f"cluster {cluster} may still carry faults of ended trial(s) "
+            trials = self.api.list_objects(TRIALS)
+            candidates: list[tuple[int, int, Target, int]] = []
+            for order, secret in enumerate(secrets):
+                label = OWN_CLUSTER if secret is None else f"{namespace}/{secret}"
+                try:
+                    target = self._target(namespace, environment, secret)
+                except EnvironmentFailure as exc:
+                    unusable[label] = str(exc)
+                    continue
+                held, dirty = holders(trials, target.server, ctx.uid)
+                if dirty:
+                    why = (
+                        f"cluster {target.server} may still carry faults of ended trial(s) "
                         f"{', '.join(sorted(dirty))} whose removal failed; delete them (or "
                         "annotate them itbench.io/force-release=true and repair the cluster) "
                         "before running more trials there"
                     )
-                )
-            free = [slot for slot in range(capacity) if slot not in held]
-            if not free:
-                raise EnvironmentUnavailable(
-                    bounded(
-                        f"waiting for a lease on cluster {cluster}: its {capacity} slot(s) are "
-                        f"held by {', '.join(sorted(held.values()))}"
+                    unreachable = probe(target.server, target.text)
+                    unusable[label] = f"{unreachable}; {why}" if unreachable else why
+                    continue
+                free = [slot for slot in range(capacity) if slot not in held]
+                if not free:
+                    busy.append(
+                        f"waiting for a lease on cluster {target.server}: its {capacity} slot(s) "
+                        f"are held by {', '.join(sorted(held.values()))}"
                     )
-                )
-            lease = Lease(cluster=cluster, slot=free[0], secret=secret)
-            self.api.annotate(TRIALS, namespace, name, {LEASE: lease.wire()})
-        return lease
+                    continue
+                candidates.append((-len(free), order, target, free[0]))
+            for _, _, target, slot in sorted(candidates, key=lambda c: (c[0], c[1])):
+                lease = Lease(cluster=target.server, slot=slot, secret=target.secret)
+                try:
+                    env = self._connect(target, ctx, namespace, name, lease)
+                except EnvironmentFailure as exc:
+                    unusable[target.secret] = str(exc)
+                    continue
+                self.api.annotate(TRIALS, namespace, name, {LEASE: lease.wire()})
+                break
+        self._report(namespace, ctx.spec.run_ref.name, unusable)
+        if env is not None:
+            return env
+        if busy:
+            raise EnvironmentUnavailable(bounded("; ".join(busy)))
+        raise EnvironmentFailure(
+            bounded("; ".join(f"{k}: {v}" if len(unusable) > 1 else v for k, v in unusable.items()))
+        )
+
+    def _report(self, namespace: str, run: str, unusable: dict[str, str]) -> None:
+        """Name on the run the clusters not given this trial, when that changed."""
+        text = json.dumps(unusable, sort_keys=True)
+        key = (namespace, run)
+        with self._lock:
+            if self._reported.get(key) == text:
+                return
+            self._reported[key] = text
+        self.api.annotate(BENCHMARK_RUNS, namespace, run, {UNUSABLE: text})
 
     def _write(self, text: str) -> Path:
         """A private file holding a kubeconfig (one per distinct content)."""
@@ -552,3 +676,182 @@ class ClusterTargets:
                 handle.write(text)
             Path(temporary).replace(path)
         return path
+
+
+def usable_condition(
+    environment: EnvironmentSpec, run: Mapping[str, Any]
+) -> tuple[bool, str, str] | None:
+    """The `ClustersUsable` condition of a run, from its `itbench.io/unusable-clusters`
+    annotation: (ok, reason, message); None for a run not on a cluster."""
+    if environment.type != EnvironmentType.CLUSTER:
+        return None
+    text = _annotations(run).get(UNUSABLE)
+    try:
+        unusable = json.loads(text) if text else {}
+    except ValueError:
+        unusable = {}
+    if not isinstance(unusable, dict) or not unusable:
+        count = max(len(environment.secret_names()), 1)
+        return True, "Usable", f"every one of the run's {count} cluster(s) took trials when tried"
+    named = "; ".join(
+        f"Secret {secret}: {why}" if secret != OWN_CLUSTER else f"{OWN_CLUSTER}: {why}"
+        for secret, why in sorted(unusable.items())
+    )
+    return False, "ClusterUnusable", f"not given new trials: {named}"
+
+
+# ---- evidence that outlives the operator process ------------------------------------------
+EVIDENCE = "evidence"
+"""The `itbench.io/artefact` label of a Trial's evidence ConfigMap."""
+EVIDENCE_BYTES = 900_000
+"""Most bytes of a Trial's evidence ConfigMap (the API server refuses objects over 1 MiB)."""
+
+
+def evidence_name(trial: str) -> str:
+    """The name of the ConfigMap holding a cluster Trial's snapshots (stable per Trial name)."""
+    name = f"{trial}-evidence"
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(trial.encode()).hexdigest()[:12]
+    return f"{trial[: MAX_NAME - 22].rstrip('-.')}-{digest}-evidence"
+
+
+def _evidence_key(key: str) -> str:
+    # `<uid>/baseline`, `<uid>/sample/3`: ConfigMap keys are `[-._a-zA-Z0-9]+`.
+    return key.split("/", 1)[-1].replace("/", "-") + ".json.gz.b64"
+
+
+class PersistedEvidence:
+    """The evidence of a cluster trial: in the operator's memory, with every snapshot (the
+    baseline and the observation window's samples) also kept gzip'd in a ConfigMap the Trial
+    owns, so that an operator restarted mid-trial scores it against the baseline taken before
+    the faults went in. Agent records and topologies stay in memory (a restarted operator
+    reopens the agent's session and records the topology again when it scores).
+
+    A snapshot that would take the ConfigMap over `EVIDENCE_BYTES` is kept in memory only and
+    logged: if the operator then restarts, a missing baseline ends the trial Errored
+    (PlatformError, its faults removed) and missing samples are taken again when it resumes.
+    """
+
+    def __init__(self, inner: EvidenceStore, api: KubeApi, trial: Json) -> None:
+        """Bind the store to one Trial.
+
+        Args:
+            inner: The operator's in-memory evidence.
+            api: Where the ConfigMap is written.
+            trial: The Trial (apiVersion, kind and metadata with its UID): the owner.
+        """
+        self.inner = inner
+        self.api = api
+        self.trial = trial
+        meta = trial["metadata"]
+        self.namespace = str(meta["namespace"])
+        self.name = evidence_name(str(meta["name"]))
+        self._kept: dict[str, str] | None = None
+        self._lock = threading.Lock()
+
+    def _stored(self) -> dict[str, str]:
+        if self._kept is None:
+            self._kept = dict(self.api.config_map(self.namespace, self.name) or {})
+        return self._kept
+
+    def put_snapshot(self, key: str, snapshot: EnvironmentSnapshot) -> bool:
+        """Store a snapshot (first write wins), in memory and in the Trial's ConfigMap."""
+        if not self.inner.put_snapshot(key, snapshot):
+            return False
+        with self._lock:
+            kept = self._stored()
+            field = _evidence_key(key)
+            if field in kept:
+                return True
+            text = base64.b64encode(
+                gzip.compress(snapshot.model_dump_json(by_alias=True).encode(), mtime=0)
+            ).decode()
+            size = sum(len(k) + len(v) for k, v in kept.items()) + len(field) + len(text)
+            if size > EVIDENCE_BYTES:
+                log.warning(
+                    "snapshot %s not persisted: ConfigMap %s/%s would take %d bytes, more than "
+                    "%d; a restarted operator will not find it",
+                    key,
+                    self.namespace,
+                    self.name,
+                    size,
+                    EVIDENCE_BYTES,
+                    extra={"trial": self.trial["metadata"]["name"]},
+                )
+                return True
+            data = {**kept, field: text}
+            self.api.put_config_map(
+                self.namespace,
+                self.name,
+                data,
+                self.trial,
+                labels={ARTEFACT_LABEL: EVIDENCE},
+            )
+            self._kept = data
+        return True
+
+    def snapshot(self, key: str) -> EnvironmentSnapshot | None:
+        """The snapshot under key: from memory, else from the Trial's ConfigMap."""
+        found = self.inner.snapshot(key)
+        if found is not None:
+            return found
+        with self._lock:
+            text = self._stored().get(_evidence_key(key))
+        if text is None:
+            return None
+        try:
+            snapshot = EnvironmentSnapshot.model_validate_json(
+                gzip.decompress(base64.b64decode(text))
+            )
+        except (ValueError, OSError) as exc:
+            log.warning(
+                "snapshot %s in ConfigMap %s/%s is unreadable (%s)",
+                key,
+                self.namespace,
+                self.name,
+                exc,
+            )
+            return None
+        self.inner.put_snapshot(key, snapshot)
+        return snapshot
+
+    def put_agent(self, key: str, record: AgentRecord) -> bool:
+        """Store the agent's record (in memory)."""
+        return self.inner.put_agent(key, record)
+
+    def agent(self, key: str) -> AgentRecord | None:
+        """The agent's record (from memory)."""
+        return self.inner.agent(key)
+
+    def put_topology(self, key: str, record: TopologyRecord) -> bool:
+        """Store a topology record (in memory)."""
+        return self.inner.put_topology(key, record)
+
+    def topology(self, key: str) -> TopologyRecord | None:
+        """The topology record (from memory)."""
+        return self.inner.topology(key)
+
+
+def lease_condition(trial: Mapping[str, Any]) -> tuple[bool, str, str] | None:
+    """The `Leased` condition of a cluster Trial: which cluster and slot it runs on (None: it
+    holds no lease)."""
+    lease = Lease.of(trial)
+    if lease is None:
+        return None
+    where = f"Secret {lease.secret}" if lease.secret != OWN_CLUSTER else OWN_CLUSTER
+    return True, "ClusterLeased", f"slot {lease.slot} of cluster {lease.cluster} ({where})"
+
+
+def trial_evidence(
+    inner: EvidenceStore, api: KubeApi, namespace: str, name: str, uid: str
+) -> PersistedEvidence:
+    """The evidence store of a cluster Trial (its snapshots survive an operator restart)."""
+    from itbench.core.models.base import GROUP, VERSION
+
+    owner: Json = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Trial",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+    }
+    return PersistedEvidence(inner, api, owner)

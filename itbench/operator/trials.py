@@ -43,6 +43,7 @@ from itbench.core.runner import (
 from itbench.core.variants import canonical_values, values_label
 from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.driver import threaded_agent
+from itbench.execution.evidence import EvidenceStore
 from itbench.execution.executor import TrialExecutor
 from itbench.operator import workloads
 from itbench.operator.artefacts import (
@@ -110,6 +111,8 @@ class _Unsaved:
 Stored = tuple[bool, str, str]
 """The TrajectoryStored condition of a finished trial: (stored, reason, message)."""
 
+LEASED = "Leased"
+"""Condition of a cluster Trial: the cluster and slot its lease holds."""
 TRAJECTORY_STORED = "TrajectoryStored"
 """Condition of a finished Trial: whether its trajectory is in `status.trajectoryRef`."""
 ORPHANED = "Orphaned"
@@ -209,14 +212,17 @@ class TrialDriver:
         live = self._live.get(uid)
         if live is None:
             ctx, agent = known or self._context(trial, uid)
+            on_cluster = ctx.spec.environment.type == EnvironmentType.CLUSTER
             executor = TrialExecutor(
                 ctx,
                 env,
                 self.runtime.sessions,
-                self.runtime.evidence,
+                _cluster_evidence(self.runtime, trial, uid)
+                if on_cluster
+                else self.runtime.evidence,
                 config=self.runtime.config.runner,
                 # A live cluster's clock is its own: agents' calls take the time they take.
-                virtual_time=ctx.spec.environment.type != EnvironmentType.CLUSTER,
+                virtual_time=not on_cluster,
                 token_factory=lambda: secrets.token_urlsafe(24),
             )
             live = _Live(ctx=ctx, executor=executor, agent=agent)
@@ -623,6 +629,9 @@ class TrialDriver:
         conditions = _conditions(status, previous, generation)
         if stored is not None:
             conditions = condition(conditions, TRAJECTORY_STORED, *stored, generation)
+        leased = _lease_condition(body)
+        if leased is not None:
+            conditions = condition(conditions, LEASED, *leased, generation)
         status = status.model_copy(
             update={
                 "observed_generation": generation,
@@ -797,6 +806,21 @@ class TrialDriver:
             return None
         agent, _ = parse(AgentSubmission, agent_body)
         return agent
+
+
+def _cluster_evidence(runtime: OperatorRuntime, trial: Trial, uid: str) -> EvidenceStore:
+    """A cluster trial's evidence: its snapshots also kept in a ConfigMap it owns, so that a
+    restarted operator scores it against the baseline taken before its faults."""
+    from itbench.operator.clusters import trial_evidence
+
+    namespace = trial.metadata.namespace or "default"
+    return trial_evidence(runtime.evidence, runtime.api, namespace, trial.metadata.name, uid)
+
+
+def _lease_condition(body: Mapping[str, Any]) -> tuple[bool, str, str] | None:
+    from itbench.operator.clusters import lease_condition
+
+    return lease_condition(body)
 
 
 def _remove_faults(env: Environment) -> None:

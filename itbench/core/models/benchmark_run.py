@@ -97,21 +97,56 @@ class EnvironmentSpec(ApiModel):
         le=64,
         description="Trials the environment can host at once. Unset: the simulator hosts as many "
         "as spec.concurrency asks for, a live cluster one (it hosts one per application copy). "
-        "On a cluster every trial leases one of its slots, shared by every run that targets the "
-        "same API server.",
+        "On a cluster (each of kubeconfigSecretRefs) every trial leases one of its slots, shared "
+        "by every run that targets the same API server.",
     )
-
-    def slots(self, concurrency: int) -> int:
-        """Trials that may run at once under a run's concurrency."""
-        if self.capacity is not None:
-            return min(concurrency, self.capacity)
-        return concurrency if self.type == EnvironmentType.SIMULATOR else 1
 
     kubeconfig_secret_ref: LocalObjectReference | None = Field(
         default=None,
         description="For type cluster: a Secret in the run's namespace whose key kubeconfig holds "
-        "the target cluster's kubeconfig. Unset: the operator's own cluster.",
+        "the target cluster's kubeconfig. Unset (and no kubeconfigSecretRefs): the operator's own "
+        "cluster.",
     )
+    kubeconfig_secret_refs: list[LocalObjectReference] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="For type cluster: several target clusters, one kubeconfig Secret each (key "
+        "kubeconfig, in the run's namespace); each trial leases a free slot on any of them, so "
+        "the run hosts capacity trials per cluster at once. Not together with "
+        "kubeconfigSecretRef.",
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_name_clusters(self) -> EnvironmentSpec:
+        if self.kubeconfig_secret_ref is not None and self.kubeconfig_secret_refs is not None:
+            raise ValueError(
+                "spec.environment.kubeconfigSecretRefs and spec.environment.kubeconfigSecretRef "
+                "are both set; name one cluster with kubeconfigSecretRef or several with "
+                "kubeconfigSecretRefs"
+            )
+        names = [ref.name for ref in self.kubeconfig_secret_refs or []]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(
+                f"spec.environment.kubeconfigSecretRefs names Secret(s) {', '.join(repeated)} "
+                "more than once"
+            )
+        return self
+
+    def secret_names(self) -> list[str]:
+        """The kubeconfig Secrets of the target clusters, in order (empty: the operator's own)."""
+        if self.kubeconfig_secret_refs is not None:
+            return [ref.name for ref in self.kubeconfig_secret_refs]
+        return [self.kubeconfig_secret_ref.name] if self.kubeconfig_secret_ref is not None else []
+
+    def slots(self, concurrency: int) -> int:
+        """Trials that may run at once under a run's concurrency (on several clusters, each
+        hosts `capacity` of them)."""
+        if self.type == EnvironmentType.SIMULATOR:
+            return min(concurrency, self.capacity) if self.capacity is not None else concurrency
+        clusters = max(len(self.secret_names()), 1)
+        return min(concurrency, (self.capacity or 1) * clusters)
 
 
 class SeedSecretReference(ApiModel):

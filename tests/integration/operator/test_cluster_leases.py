@@ -3,26 +3,37 @@ cluster's leases, and what a Trial's injection records allow after a restart."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from operator_lab import Cluster
+from operator_lab import NS, Cluster
+from pydantic import ValidationError
+
+from itbench.core.models.benchmark_run import EnvironmentSpec
+from itbench.environments.sim.environment import SimEnvironment
 
 from itbench.environments.port import EnvironmentFailure
 from itbench.operator.clusters import (
     LEASE,
+    EVIDENCE_BYTES,
     RECORDS,
+    UNUSABLE,
     InjectionRecords,
     KubeconfigError,
     Lease,
     LeasedClusterEnvironment,
     connect,
+    evidence_name,
     holders,
     in_cluster_kubeconfig,
     kubeconfig_server,
+    trial_evidence,
+    usable_condition,
 )
+from itbench.operator.runtime import TrialEvidence
 
 SERVER = "https://10.1.2.3:6443"
 
@@ -158,3 +169,64 @@ def test_a_cluster_that_cannot_be_reached_is_the_environments_failure(tmp_path: 
     path.write_text(yaml.safe_dump(kubeconfig(server="https://127.0.0.1:1")))
     with pytest.raises(EnvironmentFailure, match=r"cluster https://127.0.0.1:1 is unreachable"):
         connect(LeasedClusterEnvironment, "https://127.0.0.1:1", kubeconfig=path)
+
+
+def test_a_run_names_one_cluster_or_several_never_both() -> None:
+    refs = [{"name": "a"}, {"name": "b"}]
+    several = EnvironmentSpec.model_validate({"type": "cluster", "kubeconfigSecretRefs": refs})
+    assert several.secret_names() == ["a", "b"]
+    assert several.slots(4) == 2, "one slot per cluster at the default capacity"
+    assert several.model_copy(update={"capacity": 3}).slots(4) == 4, "and the run's concurrency"
+    assert EnvironmentSpec.model_validate({"type": "cluster"}).slots(4) == 1
+    with pytest.raises(ValidationError, match=r"kubeconfigSecretRefs and spec\.environment\.kube"):
+        EnvironmentSpec.model_validate(
+            {"type": "cluster", "kubeconfigSecretRefs": refs, "kubeconfigSecretRef": {"name": "a"}}
+        )
+    with pytest.raises(ValidationError, match=r"kubeconfigSecretRefs names Secret\(s\) a more"):
+        EnvironmentSpec.model_validate(
+            {"type": "cluster", "kubeconfigSecretRefs": [{"name": "a"}, {"name": "a"}]}
+        )
+
+
+def test_the_run_condition_names_the_secrets_of_clusters_not_given_trials() -> None:
+    environment = EnvironmentSpec.model_validate(
+        {"type": "cluster", "kubeconfigSecretRefs": [{"name": "a"}, {"name": "b"}]}
+    )
+    run = {"metadata": {"annotations": {UNUSABLE: json.dumps({"ns/b": "cluster X is down"})}}}
+    assert usable_condition(environment, run) == (
+        False,
+        "ClusterUnusable",
+        "not given new trials: Secret ns/b: cluster X is down",
+    )
+    assert usable_condition(environment, {"metadata": {}}) == (
+        True,
+        "Usable",
+        "every one of the run's 2 cluster(s) took trials when tried",
+    )
+    assert usable_condition(EnvironmentSpec(), run) is None, "a simulator run has no clusters"
+
+
+def test_a_trials_snapshots_outlive_the_operators_memory_in_a_config_map_it_owns(
+    cluster: Cluster,
+) -> None:
+    api = cluster.api
+    sim = SimEnvironment(seed=3, namespace="otel-demo")
+    sim.provision()
+    snapshot = sim.snapshot()
+    first = trial_evidence(TrialEvidence(), api, NS, "t", "uid-t")
+    assert first.put_snapshot("uid-t/baseline", snapshot)
+    assert not first.put_snapshot("uid-t/baseline", snapshot), "first write wins"
+    # A new process: nothing in memory, the baseline read back from the ConfigMap.
+    again = trial_evidence(TrialEvidence(), api, NS, "t", "uid-t")
+    assert again.snapshot("uid-t/baseline") == snapshot
+    assert again.snapshot("uid-t/sample/0") is None
+    stored = api.config_map(NS, evidence_name("t"))
+    assert stored is not None and list(stored) == ["baseline.json.gz.b64"]
+    ref = api.core.read_namespaced_config_map(evidence_name("t"), NS).metadata.owner_references
+    assert [(r.kind, r.name, r.uid) for r in ref] == [("Trial", "t", "uid-t")]
+    # Over the object limit a snapshot stays in memory only (a restart would not find it).
+    full = trial_evidence(TrialEvidence(), api, NS, "t", "uid-t")
+    full._kept = {"padding": "x" * EVIDENCE_BYTES}
+    assert full.put_snapshot("uid-t/sample/0", snapshot)
+    assert full.snapshot("uid-t/sample/0") == snapshot
+    assert trial_evidence(TrialEvidence(), api, NS, "t", "uid-t").snapshot("uid-t/sample/0") is None
