@@ -39,7 +39,7 @@ from itbench.environments.port import EnvironmentFailure
 from itbench.execution.evidence import AgentRecord, EvidenceStore, TopologyRecord
 from itbench.operator.artefacts import ARTEFACT_LABEL, MAX_NAME
 from itbench.operator.bodies import ANNOTATION_PREFIX, bounded
-from itbench.operator.kubeapi import BENCHMARK_RUNS, TRIALS, Json, KubeApi
+from itbench.operator.kubeapi import BENCHMARK_RUNS, TRIALS, WRITE_ERRORS, Json, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -748,6 +748,7 @@ class PersistedEvidence:
         self.namespace = str(meta["namespace"])
         self.name = evidence_name(str(meta["name"]))
         self._kept: dict[str, str] | None = None
+        self._unsaved: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def _stored(self) -> dict[str, str]:
@@ -756,7 +757,8 @@ class PersistedEvidence:
         return self._kept
 
     def put_snapshot(self, key: str, snapshot: EnvironmentSnapshot) -> bool:
-        """Store a snapshot (first write wins), in memory and in the Trial's ConfigMap."""
+        """Store a snapshot (first write wins), in memory and in the Trial's ConfigMap (a
+        refused write is logged and tried again with the next snapshot)."""
         if not self.inner.put_snapshot(key, snapshot):
             return False
         with self._lock:
@@ -767,7 +769,8 @@ class PersistedEvidence:
             text = base64.b64encode(
                 gzip.compress(snapshot.model_dump_json(by_alias=True).encode(), mtime=0)
             ).decode()
-            size = sum(len(k) + len(v) for k, v in kept.items()) + len(field) + len(text)
+            data = {**kept, **self._unsaved}
+            size = sum(len(k) + len(v) for k, v in data.items()) + len(field) + len(text)
             if size > EVIDENCE_BYTES:
                 log.warning(
                     "snapshot %s not persisted: ConfigMap %s/%s would take %d bytes, more than "
@@ -780,15 +783,22 @@ class PersistedEvidence:
                     extra={"trial": self.trial["metadata"]["name"]},
                 )
                 return True
-            data = {**kept, field: text}
-            self.api.put_config_map(
-                self.namespace,
-                self.name,
-                data,
-                self.trial,
-                labels={ARTEFACT_LABEL: EVIDENCE},
-            )
+            data[field] = text
+            try:
+                self.api.put_config_map(
+                    self.namespace, self.name, data, self.trial, labels={ARTEFACT_LABEL: EVIDENCE}
+                )
+            except WRITE_ERRORS as exc:
+                log.warning(
+                    "snapshot %s not persisted yet (%s); retrying with the next one",
+                    key,
+                    bounded(str(exc), 200),
+                    extra={"trial": self.trial["metadata"]["name"]},
+                )
+                self._unsaved[field] = text
+                return True
             self._kept = data
+            self._unsaved.clear()
         return True
 
     def snapshot(self, key: str) -> EnvironmentSnapshot | None:

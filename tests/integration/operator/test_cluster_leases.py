@@ -9,18 +9,21 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_lab import NS, Cluster
+from operator_lab import NS, SCENARIOS, Cluster, benchmark_run
 from pydantic import ValidationError
 
+from itbench.catalog_files import load_catalog
 from itbench.core.models.benchmark_run import EnvironmentSpec
-from itbench.environments.sim.environment import SimEnvironment
-
+from itbench.core.models.trial import TrialSpec
+from itbench.core.runner import TrialContext
 from itbench.environments.port import EnvironmentFailure
+from itbench.environments.sim.environment import SimEnvironment
 from itbench.operator.clusters import (
-    LEASE,
     EVIDENCE_BYTES,
+    LEASE,
     RECORDS,
     UNUSABLE,
+    ClusterTargets,
     InjectionRecords,
     KubeconfigError,
     Lease,
@@ -30,6 +33,7 @@ from itbench.operator.clusters import (
     holders,
     in_cluster_kubeconfig,
     kubeconfig_server,
+    lease_condition,
     trial_evidence,
     usable_condition,
 )
@@ -230,3 +234,70 @@ def test_a_trials_snapshots_outlive_the_operators_memory_in_a_config_map_it_owns
     assert full.put_snapshot("uid-t/sample/0", snapshot)
     assert full.snapshot("uid-t/sample/0") == snapshot
     assert trial_evidence(TrialEvidence(), api, NS, "t", "uid-t").snapshot("uid-t/sample/0") is None
+
+
+def test_a_trial_passes_over_a_cluster_that_cannot_be_reached_and_the_run_is_told(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    api = cluster.api
+    down = yaml.safe_dump(kubeconfig(server="https://127.0.0.1:1"))
+    for name, text in (("down", down), ("up", cluster.kubeconfig.read_text())):
+        api.core.create_namespaced_secret(
+            NS,
+            {"metadata": {"name": name, "namespace": NS}, "stringData": {"kubeconfig": text}},
+        )
+    catalog, _ = load_catalog(SCENARIOS)
+    scenario = catalog.get("checkout-memory-limit")
+
+    def context(trial: str, *secrets: str) -> TrialContext:
+        environment = {"type": "cluster", "kubeconfigSecretRefs": [{"name": s} for s in secrets]}
+        spec = {
+            "runRef": {"name": "r"},
+            "agentRef": {"name": "null"},
+            "scenario": scenario.metadata.name,
+            "attempt": 0,
+            "seed": 1,
+            "environment": environment,
+        }
+        cluster.apply(
+            {
+                "apiVersion": "itbench.io/v1alpha1",
+                "kind": "Trial",
+                "metadata": {"name": trial, "namespace": NS},
+                "spec": spec,
+            }
+        )
+        body = cluster.get("trials", trial)
+        assert body is not None
+        return TrialContext(
+            uid=body["metadata"]["uid"],
+            name=f"{NS}.{trial}",
+            spec=TrialSpec.model_validate(spec),
+            scenario=scenario,
+            agent_name="null",
+        )
+
+    cluster.apply(benchmark_run("r", "null", [scenario.metadata.name]))
+    targets = ClusterTargets(api, workdir=tmp_path)
+    # Both clusters have a free slot; the first listed cannot be reached, so the trial takes
+    # the second.
+    env = targets(context("t", "down", "up"))
+    try:
+        assert env.lease is not None and env.lease.secret == f"{NS}/up"
+    finally:
+        env.close()
+    trial = cluster.get("trials", "t")
+    assert trial is not None and Lease.of(trial) == env.lease
+    assert lease_condition(trial) == (
+        True,
+        "ClusterLeased",
+        f"slot 0 of cluster {env.lease.cluster} (Secret {NS}/up)",
+    )
+    run = cluster.get("benchmarkruns", "r")
+    assert run is not None
+    unusable = json.loads(run["metadata"]["annotations"][UNUSABLE])
+    assert list(unusable) == [f"{NS}/down"]
+    assert unusable[f"{NS}/down"].startswith("cluster https://127.0.0.1:1 is unreachable")
+    # With no cluster of the run usable the trial is the environment's failure.
+    with pytest.raises(EnvironmentFailure, match=r"cluster https://127\.0\.0\.1:1 is unreachable"):
+        targets(context("t2", "down"))

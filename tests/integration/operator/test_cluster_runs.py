@@ -22,6 +22,7 @@ from typing import Any
 import kubernetes
 import pytest
 import pytest_asyncio
+import yaml
 from operator_lab import (
     FAST,
     NS,
@@ -43,7 +44,7 @@ from itbench.environments.kube.baseline import differences, read_baseline
 from itbench.environments.kube.faults import AnsiblePlaybookRunner
 from itbench.environments.served.server import ServedCluster
 from itbench.environments.sim.environment import SimEnvironment
-from itbench.operator.clusters import LEASE, RECORDS
+from itbench.operator.clusters import LEASE, RECORDS, evidence_name
 from itbench.operator.runtime import EnvironmentRegistry, OperatorConfig, operator_environments
 from tests.kube_collection import kubernetes_core
 
@@ -120,16 +121,29 @@ def register(lab: Lab, served: ServedCluster, tmp: Path, name: str = SECRET) -> 
     return str(config["clusters"][0]["cluster"]["server"])
 
 
-def cluster_run(name: str, agent_name: str, secret: str = SECRET, **spec: Any) -> dict[str, Any]:
+def cluster_run(
+    name: str, agent_name: str, secret: str | list[str] = SECRET, **spec: Any
+) -> dict[str, Any]:
+    refs = (
+        {"kubeconfigSecretRefs": [{"name": n} for n in secret]}
+        if isinstance(secret, list)
+        else {"kubeconfigSecretRef": {"name": secret}}
+    )
     return benchmark_run(
         name,
         agent_name,
         [SCENARIO],
-        environment={"type": "cluster", "kubeconfigSecretRef": {"name": secret}},
+        environment={"type": "cluster", **refs},
         # The twin runs 30 times faster than the wall clock, playbooks do not: recovery gets
         # an hour of its time (two minutes) for the removal and its alerts to clear. Seed 5
         # draws two decoys per trial (annotation edits), the fewest: each is a playbook run.
-        **{"trialsPerScenario": 1, "seed": SEED, "timeouts": {"recoverySeconds": 3600}, **spec},
+        **{
+            "trialsPerScenario": 1,
+            "seed": SEED,
+            "timeouts": {"recoverySeconds": 3600},
+            "concurrency": 2,
+            **spec,
+        },
     )
 
 
@@ -159,20 +173,29 @@ def baseline_of(served: ServedCluster, tmp: Path) -> dict[Any, bytes]:
 
 
 class PlaybookCount:
-    """Counts the fault playbooks ansible-runner runs (by playbook), then runs them for real."""
+    """Counts the fault playbooks ansible-runner runs (by cluster and playbook), then runs
+    them for real."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.runs: Counter[str] = Counter()
+        self.runs: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
         real = AnsiblePlaybookRunner.run
         count = self
 
         def run(runner: AnsiblePlaybookRunner, playbook: str, extravars: Any) -> None:
+            assert runner.kubeconfig is not None
+            config = yaml.safe_load(Path(runner.kubeconfig).read_text(encoding="utf-8"))
+            server = str(config["clusters"][0]["cluster"]["server"])
             with count._lock:
-                count.runs[playbook] += 1
+                count.runs[server, playbook] += 1
             real(runner, playbook, extravars)
 
         monkeypatch.setattr(AnsiblePlaybookRunner, "run", run)
+
+    def on(self, server: str) -> Counter[str]:
+        """The playbooks run against one cluster."""
+        with self._lock:
+            return Counter({p: n for (s, p), n in self.runs.items() if s == server})
 
 
 def injections_of(trial: Mapping[str, Any]) -> int:
@@ -212,193 +235,165 @@ def finished(lab: Lab, run: str) -> dict[str, Any] | None:
     return status if status.get("phase") in ("Succeeded", "Failed", "Errored") else None
 
 
-@pytest.mark.slow
-async def test_oracle_passes_and_null_fails_on_a_cluster_registered_by_a_secret_one_lease_at_a_time(
-    live: Lab, twin: ServedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    before = baseline_of(twin, tmp_path)
-    playbooks = PlaybookCount(monkeypatch)
-    server = register(live, twin, tmp_path)
-    await live.start()
-    await ready_scenarios(live, SCENARIO)
-    await ready_agent(live, agent("oracle", {"builtin": {"name": "oracle"}}))
-    await ready_agent(live, agent("null", {"builtin": {"name": "null"}}))
-    # Both runs target the one cluster (capacity 1): their trials take its lease in turn.
-    live.cluster.apply(cluster_run("oracle-live", "oracle", allowOracle=True))
-    live.cluster.apply(cluster_run("null-live", "null"))
-    seen: dict[str, set[str]] = {"leased-at-once": set(), "waiting": set()}
+def leased_on(trial: Mapping[str, Any]) -> str:
+    """The Secret of the cluster a Trial's lease is on ("" without one)."""
+    return str(annotation(trial, LEASE).get("secret", ""))
 
-    def watch() -> bool:
-        trials = trials_of(live, "oracle-live") + trials_of(live, "null-live")
-        running = [
-            t["metadata"]["name"]
-            for t in trials
-            if annotation(t, LEASE)
-            and (t.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Errored")
-        ]
-        seen["leased-at-once"].add(str(len(running)))
-        for t in trials:
-            message = (t.get("status") or {}).get("message", "")
-            if "waiting for a lease on cluster" in message:
-                seen["waiting"].add(message)
-        return False
 
-    task = asyncio.ensure_future(until(watch, within=1200))
-    try:
-        await finish(live, "oracle-live", "null-live", within=900)
-    finally:
-        task.cancel()
-    oracle = status_of(live, "benchmarkruns", "oracle-live")
-    null = status_of(live, "benchmarkruns", "null-live")
-    assert oracle["phase"] == "Succeeded", oracle
-    assert oracle["summary"]["succeeded"] == 1 and oracle["summary"]["errored"] == 0
-    assert oracle["summary"]["mitigationPassAt1"] == 1.0
-    assert null["phase"] == "Failed", null
-    assert null["summary"]["failed"] == 1 and null["summary"]["errored"] == 0
-    [oracle_trial] = trials_of(live, "oracle-live")
-    [null_trial] = trials_of(live, "null-live")
-    assert oracle_trial["status"]["phase"] == "Succeeded"
-    assert oracle_trial["status"]["clock"] == "wall"
-    assert null_trial["status"]["phase"] == "Failed"
-    injected = 0
-    for trial in (oracle_trial, null_trial):
-        lease = annotation(trial, LEASE)
-        assert lease["cluster"] == server and lease["slot"] == 0
-        assert lease["secret"] == f"{NS}/{SECRET}"
-        records = annotation(trial, RECORDS)
-        uid = trial["metadata"]["uid"]
-        assert f"{uid}/inject/0" in records["order"], "the fault was injected (with its decoys)"
-        assert records["records"] == {} and records["pending"] is None, "and everything removed"
-        injected += len(records["order"])
-    assert seen["leased-at-once"] <= {"0", "1"}, "never two trials on a cluster of capacity 1"
-    assert seen["waiting"], "the trial without the lease said what it waited for"
-    assert all(server in m for m in seen["waiting"])
-    # Every key injected once and removed once, through the playbooks (each is one patch).
-    assert playbooks.runs["faults/object-patch.yaml"] == injected, (playbooks.runs, injected)
-    assert playbooks.runs["faults/restore.yaml"] == injected, (playbooks.runs, injected)
-    assert differences(before, baseline_of(twin, tmp_path)) == [], "the cluster is at baseline"
+def final(trial: Mapping[str, Any]) -> bool:
+    return (trial.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Errored")
 
 
 @pytest.mark.slow
-async def test_an_operator_restarted_mid_trial_takes_the_trial_over_without_injecting_again(
+async def test_two_clusters_run_trials_in_parallel_survive_a_restart_and_a_lost_cluster(
     cluster: Cluster,
     twin: ServedCluster,
     collections: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Two served twins registered by two Secrets. The null run's two trials take one cluster
+    each; the oracle run waits for a lease. Twin b is stopped mid-trial: only its trial ends
+    Errored and the run is told b takes no more trials. The operator is then killed (its
+    sessions and evidence die with it) and a new one takes the trial on a over: no playbook
+    runs again, the trial is scored against the baseline kept on the API, the oracle trial
+    runs on a after it, and a is byte for byte at its baseline at the end."""
     config = config_for(collections)
+    doomed = start_twin(tmp_path / "b", seed=32)
     first = cluster_lab(cluster, config)
+    second: Lab | None = None
     before = baseline_of(twin, tmp_path)
     playbooks = PlaybookCount(monkeypatch)
-    register(first, twin, tmp_path)
+    server = register(first, twin, tmp_path, name="lab-a")
+    register(first, doomed, tmp_path, name="lab-b")
+    both = ["lab-a", "lab-b"]
+    a, b = f"{NS}/lab-a", f"{NS}/lab-b"
     handle = await first.start(config)
-    second: Lab | None = None
+    seen: dict[str, set[str]] = {"together": set(), "on-a-at-once": set(), "waiting": set()}
+
+    def watch() -> bool:
+        trials = trials_of(first, "null-live") + trials_of(first, "oracle-live")
+        running = [leased_on(t) for t in trials if leased_on(t) and not final(t)]
+        seen["together"].add(",".join(sorted(running)))
+        seen["on-a-at-once"].add(str(running.count(a)))
+        for t in trials:
+            message = (t.get("status") or {}).get("message", "")
+            if "waiting for a lease on cluster" in message:
+                seen["waiting"].add(message)
+        return False
+
+    task = asyncio.ensure_future(until(watch, within=1800))
     try:
         await ready_scenarios(first, SCENARIO)
+        await ready_agent(first, agent("oracle", {"builtin": {"name": "oracle"}}))
         await ready_agent(first, agent("null", {"builtin": {"name": "null"}}))
-        first.cluster.apply(cluster_run("restart-live", "null"))
+        first.cluster.apply(cluster_run("null-live", "null", both, trialsPerScenario=2))
+
+        def on(secret: str) -> dict[str, Any] | None:
+            found = [t for t in trials_of(first, "null-live") if leased_on(t) == secret]
+            return found[0] if found else None
+
+        await until(lambda: on(a) and on(b), within=120, what="a lease on each cluster")
+        # Both clusters are leased: the oracle's trial waits for a free slot on either.
+        first.cluster.apply(cluster_run("oracle-live", "oracle", both, allowOracle=True))
+        await until(
+            lambda: annotation(on(b) or {}, RECORDS).get("records"),
+            within=300,
+            what="a fault injected on cluster b",
+        )
+        doomed.stop()
+        await until(lambda: final(on(b) or {}), within=120, what="b's trial ended")
 
         def injected() -> bool:
-            # Every injection (the fault and its decoys) made and recorded: the first
-            # operator's tick, which runs on in its thread after the kill, injects no more.
-            trials = trials_of(first, "restart-live")
-            if not trials:
-                return False
-            records = annotation(trials[0], RECORDS)
-            return records.get("pending") is None and len(records.get("records") or {}) == (
-                injections_of(trials[0])
+            # Every injection on a made and recorded: the first operator's tick, which runs on
+            # in its thread after the kill, injects no more.
+            trial = on(a) or {}
+            records = annotation(trial, RECORDS)
+            return (
+                bool(trial)
+                and records.get("pending") is None
+                and (len(records.get("records") or {}) == injections_of(trial))
             )
 
-        await until(injected, within=300, what="the fault injected and recorded on the Trial")
-        # The tick that injected may not have written its status yet: the second operator then
-        # replays the trial from an earlier phase and asks for every injection again.
+        await until(injected, within=300, what="the fault injected and recorded on a's Trial")
         await handle.kill()
-        # A new operator without the first one's environments: the cluster environment is
-        # rebuilt from the Trial's lease and injection records. (Gateway sessions and evidence
-        # outlive an operator instance in the lab, as in every restart test of the operator.)
-        second = Lab(
-            cluster=cluster,
-            environments=EnvironmentRegistry(operator_environments(cluster.api, config)),
-            sessions=first.sessions,
-            evidence=first.evidence,
-        )
+        assert not final(on(a) or {}), "killed mid-trial"
+        # A new operator process: no environments, gateway sessions or evidence of the first.
+        second = cluster_lab(cluster, config)
         await second.start(config)
-        done = await until(
-            lambda: finished(second, "restart-live"), within=600, what="the run finished"
-        )
-    finally:
-        await handle.kill()
-        if second is not None:
-            for h in second.operators:
-                await h.kill()
-    [trial] = trials_of(second, "restart-live")
-    assert trial["status"]["phase"] == "Failed", trial_states(second, "restart-live")
-    assert done["summary"]["failed"] == 1
-    assert second.environments.created == 1, "rebuilt from the lease on the Trial"
-    records = annotation(trial, RECORDS)
-    assert f"{trial['metadata']['uid']}/inject/0" in records["order"]
-    # The fault and its decoys (one patch each) were made once, by the first operator, and
-    # removed by the second one, which had adopted their records.
-    made = len(records["order"])
-    assert playbooks.runs["faults/object-patch.yaml"] == made, (playbooks.runs, made)
-    assert playbooks.runs["faults/restore.yaml"] == made, (playbooks.runs, made)
-    assert records["records"] == {} and records["pending"] is None
-    after = baseline_of(twin, tmp_path)
-    assert differences(before, after) == [], changed(before, after)
-
-
-@pytest.mark.slow
-async def test_a_cluster_that_becomes_unreachable_errors_its_trials_and_the_run_ends(
-    live: Lab, tmp_path: Path
-) -> None:
-    served = start_twin(tmp_path / "doomed", seed=32)
-    try:
-        register(live, served, tmp_path, name="doomed")
-        await live.start()
-        await ready_scenarios(live, SCENARIO)
-        await ready_agent(live, agent("null", {"builtin": {"name": "null"}}))
-        live.cluster.apply(cluster_run("doomed-live", "null", secret="doomed", trialsPerScenario=2))
-
-        def injected() -> bool:
-            return any(
-                annotation(t, RECORDS).get("records") for t in trials_of(live, "doomed-live")
-            )
-
-        await until(injected, within=300, what="a fault injected on the cluster")
-    finally:
-        served.stop()
-    status = await until(lambda: finished(live, "doomed-live"), within=300, what="the run finished")
-    assert status["phase"] == "Errored"
-    assert status["summary"]["errored"] == 2 and status["summary"]["failed"] == 0
-    trials = trials_of(live, "doomed-live")
-    assert [t["status"]["phase"] for t in trials] == ["Errored", "Errored"]
-    assert {t["status"]["reason"] for t in trials} == {"EnvironmentFailure"}
-    messages = sorted(t["status"]["message"] for t in trials)
-    assert all(m.startswith("environment: ") for m in messages), messages
-    assert any("may still carry faults" in m for m in messages), messages
-    # A new operator process is asked to delete the Trial whose faults are still recorded on
-    # it: it tries to rebuild the environment to remove them, and waits for the cluster until
-    # the user lets go.
-    for handle in live.operators:
-        await handle.kill()
-    fresh = cluster_lab(live.cluster, config_for(kubernetes_core()))
-    await fresh.start(config_for(kubernetes_core()))
-    try:
-        [stuck] = [t for t in trials if annotation(t, RECORDS).get("records")]
+        await finish(second, "null-live", "oracle-live", within=900)
+        # The trial b errored still records its faults: deleting it waits for the cluster
+        # (the new operator tries to rebuild its environment) until the user lets go.
+        stuck = on(b)
+        assert stuck is not None
         name = stuck["metadata"]["name"]
-        live.cluster.kubectl("delete", "trial", name, "--wait=false")
+        cluster.kubectl("delete", "trial", name, "--wait=false")
         blocked = await until(
-            lambda: [e for e in live.cluster.events(name) if e["reason"] == "ReleaseBlocked"],
+            lambda: [e for e in cluster.events(name) if e["reason"] == "ReleaseBlocked"],
             what="the deletion blocked on the unreachable cluster",
         )
         assert "cannot rebuild the environment" in blocked[0]["message"]
-        assert live.cluster.get("trials", name) is not None, "not deleted while faults remain"
-        live.cluster.kubectl("annotate", "trial", name, "itbench.io/force-release=true")
-        await until(lambda: live.cluster.get("trials", name) is None, what="the Trial released")
+        assert cluster.get("trials", name) is not None, "not deleted while faults remain"
+        cluster.kubectl("annotate", "trial", name, "itbench.io/force-release=true")
+        await until(lambda: cluster.get("trials", name) is None, what="the Trial released")
     finally:
-        for handle in fresh.operators:
-            await handle.kill()
+        task.cancel()
+        await handle.kill()
+        for h in second.operators if second is not None else []:
+            await h.kill()
+        doomed.stop()
+    assert second is not None
+    # Parallel: both clusters held a running trial's lease at once; a, of capacity 1, one.
+    assert f"{a},{b}" in seen["together"], seen["together"]
+    assert seen["on-a-at-once"] <= {"0", "1"}, "never two trials on a cluster of capacity 1"
+    assert seen["waiting"], "the trial without a lease said what it waited for"
+    assert all(server in m for m in seen["waiting"]), seen["waiting"]
+    oracle = status_of(second, "benchmarkruns", "oracle-live")
+    null = status_of(second, "benchmarkruns", "null-live")
+    assert oracle["phase"] == "Succeeded", oracle
+    assert oracle["summary"]["succeeded"] == 1 and oracle["summary"]["errored"] == 0
+    assert oracle["summary"]["mitigationPassAt1"] == 1.0
+    # Only b's trial errored (the environment's failure, never the agent's); a's was scored.
+    assert null["phase"] == "Failed", null
+    assert null["summary"]["failed"] == 1 and null["summary"]["errored"] == 1, null["summary"]
+    [oracle_trial] = trials_of(second, "oracle-live")
+    [null_trial] = trials_of(second, "null-live")  # b's was deleted
+    assert oracle_trial["status"]["phase"] == "Succeeded"
+    assert oracle_trial["status"]["clock"] == "wall"
+    assert null_trial["status"]["phase"] == "Failed", trial_states(second, "null-live")
+    assert null_trial["status"]["scores"]["mitigation"]["passed"] is False
+    assert stuck["status"]["phase"] == "Errored"
+    assert stuck["status"]["reason"] == "EnvironmentFailure"
+    assert stuck["status"]["message"].startswith("environment: "), stuck["status"]["message"]
+    # The oracle's run was told why b took no trial: unreachable, and carrying faults.
+    [usable] = [c for c in oracle["conditions"] if c["type"] == "ClustersUsable"]
+    assert usable["status"] == "False" and usable["reason"] == "ClusterUnusable"
+    assert f"Secret {b}: cluster" in usable["message"] and "is unreachable" in usable["message"]
+    assert "may still carry faults" in usable["message"], usable["message"]
+    # Each Trial says where it ran.
+    for trial in (oracle_trial, null_trial):
+        [leased] = [c for c in trial["status"]["conditions"] if c["type"] == "Leased"]
+        assert leased["message"] == f"slot 0 of cluster {server} (Secret {a})"
+    # The restarted operator rebuilt a's trial from its lease, then built the oracle's.
+    assert second.environments.created == 2
+    baseline = cluster.api.config_map(NS, evidence_name(null_trial["metadata"]["name"]))
+    assert baseline is not None and "baseline.json.gz.b64" in baseline
+    made = 0
+    for trial in (oracle_trial, null_trial):
+        lease = annotation(trial, LEASE)
+        assert lease["cluster"] == server and lease["slot"] == 0 and lease["secret"] == a
+        records = annotation(trial, RECORDS)
+        uid = trial["metadata"]["uid"]
+        assert f"{uid}/inject/0" in records["order"], "the fault was injected (with its decoys)"
+        assert records["records"] == {} and records["pending"] is None, "and everything removed"
+        made += len(records["order"])
+    # On a, every key injected once (the killed operator's included: none made again) and
+    # removed once, through the playbooks (each is one patch).
+    runs = playbooks.on(server)
+    assert runs["faults/object-patch.yaml"] == made, (runs, made)
+    assert runs["faults/restore.yaml"] == made, (runs, made)
+    after = baseline_of(twin, tmp_path)
+    assert differences(before, after) == [], changed(before, after)
 
 
 async def test_a_missing_or_unusable_kubeconfig_secret_is_named_in_the_runs_condition(
