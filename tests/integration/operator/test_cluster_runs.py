@@ -57,6 +57,15 @@ the cluster fault tests run too; its ContainerOOMKilled alert fires in the real 
 SPEED = 30.0
 """Twin seconds per wall second."""
 SECRET = "lab-cluster"
+USABLE_KUBECONFIG = yaml.safe_dump(
+    {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+)
+"""A kubeconfig a client can use (of a cluster nobody reaches: only the Secret is checked)."""
 SEED = 5
 
 
@@ -416,6 +425,19 @@ async def test_a_missing_or_unusable_kubeconfig_secret_is_named_in_the_runs_cond
     unused = cluster_run("unused", "null", secret="garbled")
     unused["spec"]["environment"]["type"] = "simulator"
     live.cluster.apply(unused)
+    both = cluster_run("both", "null", secret=["garbled"])
+    both["spec"]["environment"]["kubeconfigSecretRef"] = {"name": "garbled"}
+    live.cluster.apply(both)
+    live.cluster.apply(cluster_run("half", "null", secret=["usable", "absent"]))
+    live.cluster.api.core.create_namespaced_secret(
+        NS,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "usable", "namespace": NS},
+            "stringData": {"kubeconfig": USABLE_KUBECONFIG},
+        },
+    )
 
     def valid(run: str) -> dict[str, Any] | None:
         conditions = status_of(live, "benchmarkruns", run).get("conditions") or []
@@ -435,5 +457,16 @@ async def test_a_missing_or_unusable_kubeconfig_secret_is_named_in_the_runs_cond
     ignored = await until(lambda: valid("unused"), what="unused's Valid condition")
     assert ignored["reason"] == "KubeconfigSecretUnused"
     assert "spec.environment.kubeconfigSecretRef is set" in ignored["message"]
+    # One cluster or several, never both; with several, every Secret is checked.
+    twice = await until(lambda: valid("both"), what="both's Valid condition")
+    assert twice["reason"] == "InvalidSpec"
+    assert (
+        "spec.environment.kubeconfigSecretRefs and spec.environment.kubeconfigSecretRef"
+        in (twice["message"])
+    )
+    half = await until(lambda: valid("half"), what="half's Valid condition")
+    assert half["reason"] == "KubeconfigSecretNotFound"
+    assert f"Secret {NS}/absent (spec.environment.kubeconfigSecretRefs)" in half["message"]
+    assert trials_of(live, "both") == trials_of(live, "half") == []
     assert trials_of(live, "nowhere") == trials_of(live, "garbled") == trials_of(live, "unused")
     assert trials_of(live, "nowhere") == []
