@@ -1,15 +1,21 @@
-"""Trials on live clusters: the target cluster of a run, leases on it, and the cluster
-environment whose injection records live on the Trial.
+"""Trials on live clusters: the target clusters of a run, leases on them, the cluster
+environment whose injection records live on the Trial, and the evidence that outlives the
+operator.
 
 A run with `environment.type: cluster` names its cluster by a kubeconfig Secret
-(`spec.environment.kubeconfigSecretRef`, key `kubeconfig`) or, without one, runs on the
-operator's own cluster. A cluster is known by its API server's URL, so two Secrets naming one
-server share its capacity. A trial takes a lease (one of the cluster's `environment.capacity`
-slots) before its environment is built, recorded in the Trial's `itbench.io/lease` annotation;
-what each fault changed is recorded in `itbench.io/injection-records` as it is injected. Both
-are read back from the API, so a restarted operator resumes the trial without injecting again,
-and a lease is held while its Trial runs or still carries faults: it ends when the Trial ends
-clean or is deleted.
+(`spec.environment.kubeconfigSecretRef`, key `kubeconfig`), several clusters by
+`spec.environment.kubeconfigSecretRefs`, or, without either, runs on the operator's own cluster.
+A cluster is known by its API server's URL, so two Secrets naming one server share its capacity.
+A trial takes a lease (one of a cluster's `environment.capacity` slots, on whichever of the
+run's clusters has the most free) before its environment is built, recorded in the Trial's
+`itbench.io/lease` annotation; a cluster that cannot be reached or still carries an ended
+trial's faults is passed over and named on the run (`itbench.io/unusable-clusters`, shown as its
+`ClustersUsable` condition). What each fault changed is recorded in
+`itbench.io/injection-records` as it is injected, and the trial's snapshots (its baseline first)
+in a ConfigMap it owns. All of it is read back from the API, so a restarted operator resumes the
+trial without injecting again and scores it against the baseline taken before its faults; a
+lease is held while its Trial runs or still carries faults: it ends when the Trial ends clean or
+is deleted.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -457,6 +464,8 @@ class Target:
 
 PROBE_SECONDS = 5.0
 """How long a reachability probe of a cluster may take."""
+PROBE_REUSE_SECONDS = 30.0
+"""How long a probe's result stands."""
 
 
 def probe(server: str, kubeconfig: str) -> str | None:
@@ -511,6 +520,7 @@ class ClusterTargets:
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="itbench-clusters-"))
         self._lock = threading.Lock()
         self._reported: dict[tuple[str, str], str] = {}
+        self._probed: dict[str, tuple[float, str | None]] = {}
 
     def __call__(self, ctx: TrialContext) -> LeasedClusterEnvironment:
         """The environment of a cluster trial (resumed from its lease when it has one).
@@ -626,7 +636,7 @@ class ClusterTargets:
                         "annotate them itbench.io/force-release=true and repair the cluster) "
                         "before running more trials there"
                     )
-                    unreachable = probe(target.server, target.text)
+                    unreachable = self._probe(target)
                     unusable[label] = f"{unreachable}; {why}" if unreachable else why
                     continue
                 free = [slot for slot in range(capacity) if slot not in held]
@@ -654,6 +664,17 @@ class ClusterTargets:
         raise EnvironmentFailure(
             bounded("; ".join(f"{k}: {v}" if len(unusable) > 1 else v for k, v in unusable.items()))
         )
+
+    def _probe(self, target: Target) -> str | None:
+        """Whether a cluster answers (a result is reused for `PROBE_REUSE_SECONDS`, so trials
+        waiting for a lease do not probe an unreachable cluster on every tick)."""
+        now = time.monotonic()
+        cached = self._probed.get(target.server)
+        if cached is not None and now - cached[0] < PROBE_REUSE_SECONDS:
+            return cached[1]
+        result = probe(target.server, target.text)
+        self._probed[target.server] = (now, result)
+        return result
 
     def _report(self, namespace: str, run: str, unusable: dict[str, str]) -> None:
         """Name on the run the clusters not given this trial, when that changed."""
