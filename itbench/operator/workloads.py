@@ -60,7 +60,9 @@ def agent_account(
         cluster: The cluster agents' account (None: none is configured).
     """
     own_cluster = (
-        environment.type == EnvironmentType.CLUSTER and environment.kubeconfig_secret_ref is None
+        environment.type == EnvironmentType.CLUSTER
+        and environment.kubeconfig_secret_ref is None
+        and not environment.kubeconfig_secret_refs
     )
     if own_cluster and cluster is not None:
         return cluster, True

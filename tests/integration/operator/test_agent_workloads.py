@@ -24,8 +24,11 @@ def test_every_other_agent_gets_no_token() -> None:
     remote = EnvironmentSpec.model_validate(
         {"type": "cluster", "kubeconfigSecretRef": {"name": "lab"}}
     )
+    several = EnvironmentSpec.model_validate(
+        {"type": "cluster", "kubeconfigSecretRefs": [{"name": "lab-a"}, {"name": "lab-b"}]}
+    )
     simulator = EnvironmentSpec.model_validate({"type": "simulator"})
-    for environment in (remote, simulator):
+    for environment in (remote, several, simulator):
         assert agent_account(environment, "itbench-agent", "itbench-cluster-agent") == (
             "itbench-agent",
             False,
