@@ -42,6 +42,18 @@ class OperatorSettings(BaseModel):
         max_length=253,
         description="ServiceAccount image agents' Jobs run as (in the Trial's namespace).",
     )
+    trial_image: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="Image of the Jobs that run `environment.execution: job` trials (the "
+        "operator's own image; unset: such trials end Errored, reason TrialImageNotSet).",
+    )
+    trial_service_account: str = Field(
+        default="itbench-trial",
+        min_length=1,
+        max_length=253,
+        description="ServiceAccount trial Jobs run as (in the Trial's namespace).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Lowest level of log records written."
     )

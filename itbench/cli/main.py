@@ -15,6 +15,7 @@ from itbench.cli.report import report_group
 from itbench.cli.run import run_command
 from itbench.cli.scenarios import scenarios
 from itbench.cli.serve import serve_command
+from itbench.cli.trial import trial
 from itbench.cli.twin import twin
 from itbench.cli.validity import validity_command
 from itbench.cli.version import version
@@ -33,6 +34,7 @@ COMMANDS: list[click.Command] = [
     serve_command,
     mcp_command,
     twin,
+    trial,
 ]
 """Every top-level command or group; a new noun adds its module's group here."""
 

@@ -55,6 +55,17 @@ def operator() -> None:
     "[default: the --agent-service-account, without a token].",
 )
 @click.option(
+    "--trial-image",
+    default=None,
+    help="Image of the Jobs running `environment.execution: job` trials (the operator's "
+    "own) [settings: operator.trial_image].",
+)
+@click.option(
+    "--trial-service-account",
+    default=None,
+    help="ServiceAccount of trial Jobs [settings: itbench-trial].",
+)
+@click.option(
     "--tick-seconds", type=float, default=1.0, show_default=True, help="Trial timer interval."
 )
 @click.option(
@@ -86,6 +97,8 @@ def run(
     gateway_url: str | None,
     agent_service_account: str | None,
     cluster_agent_service_account: str | None,
+    trial_image: str | None,
+    trial_service_account: str | None,
     tick_seconds: float,
     log_format: str,
     log_level: str | None,
@@ -113,6 +126,8 @@ def run(
             ops.trajectories_per_run if trajectories_per_run is None else trajectories_per_run
         ),
         own_kubeconfig=kubeconfig,
+        trial_image=trial_image or ops.trial_image,
+        trial_service_account=trial_service_account or ops.trial_service_account,
     )
     if gateway_url is not None:
         config = replace(config, gateway_url=gateway_url)

@@ -43,7 +43,7 @@ from itbench.core.tasks import tasks_for
 from itbench.core.variants import instance_seed
 from itbench.execution.plan import TrialPlan, trial_seed
 from itbench.execution.report_html import render_html
-from itbench.operator import clusters
+from itbench.operator import clusters, jobs
 from itbench.operator.artefacts import (
     ARTEFACT_LABEL,
     PAGE_TRAJECTORY_BYTES,
@@ -436,6 +436,10 @@ class _Reconciler:
         self.domain = agent.spec.type
         self.submission = agent
         if accepted is None and not self.check_kubeconfig(spec):
+            return
+        refused = jobs.refusal(spec.environment, agent) if accepted is None else None
+        if refused is not None:
+            self.invalid("ExecutionUnsupported", refused)
             return
         if spec.split == Split.TEST and not self.read_seed_secret(spec):
             return

@@ -247,6 +247,22 @@ class KubeApi:
             raise
         return True
 
+    def job(self, namespace: str, name: str) -> Json | None:
+        """A Job as the API serves it (camelCase keys), or None when it does not exist."""
+        try:
+            found = self.batch.read_namespaced_job(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        served: Json = self.api_client.sanitize_for_serialization(found)
+        return served
+
+    def job_pods(self, namespace: str, job: str) -> list[Json]:
+        """The pods of a Job (by the `job-name` label the Job controller sets), as served."""
+        found = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
+        return [self.api_client.sanitize_for_serialization(p) for p in found.items]
+
     def remove(self, kind: str, namespace: str, name: str) -> bool:
         """Delete a Secret or Job (its pods in the background); False when it was gone."""
         delete = {

@@ -56,6 +56,12 @@ class OperatorConfig:
             kubeconfig Secret go (None: the in-cluster configuration).
         collections_path: Where the fault playbooks find kubernetes.core (None: Ansible's
             search path).
+        trial_image: Image of the Jobs that run `environment.execution: job` trials (the
+            operator's own image; None: such trials end Errored, naming the setting).
+        trial_service_account: ServiceAccount those Jobs run as (in the Trial's namespace; the
+            chart grants it the rights of one trial pod, see `itbench.operator.jobs`).
+        trial_pod: This process is a trial Job's pod: it runs its trial itself, whatever the
+            trial's `environment.execution` says.
         runner: The state machine's timing constants.
     """
 
@@ -75,6 +81,9 @@ class OperatorConfig:
     report_bytes: int = REPORT_BYTES
     own_kubeconfig: str | None = None
     collections_path: str | None = None
+    trial_image: str | None = None
+    trial_service_account: str = "itbench-trial"
+    trial_pod: bool = False
     runner: RunnerConfig = DEFAULT_CONFIG
 
 

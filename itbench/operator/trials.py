@@ -45,7 +45,7 @@ from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.driver import threaded_agent
 from itbench.execution.evidence import EvidenceStore
 from itbench.execution.executor import TrialExecutor
-from itbench.operator import workloads
+from itbench.operator import jobs, workloads
 from itbench.operator.artefacts import (
     ARTEFACT_LABEL,
     TRAJECTORY,
@@ -157,6 +157,8 @@ class TrialDriver:
         self._unsaved: dict[str, _Unsaved] = {}
         # Counting a run's stored trajectories and adding one happen together.
         self._retention = threading.Lock()
+        # Trials with environment.execution: job run in a Job's pod, not here.
+        self._jobs = jobs.TrialJobs(runtime.api, runtime.config, self._write)
 
     def _lock(self, uid: str) -> threading.Lock:
         with self._locks_guard:
@@ -286,6 +288,8 @@ class TrialDriver:
                     ),
                 )
                 self._write(body, old, status, queued)
+            return
+        if self._jobs.handles(body, trial, old, status):
             return
         env = self.runtime.environments.get(uid)
         on_cluster = trial.spec.environment.type == EnvironmentType.CLUSTER

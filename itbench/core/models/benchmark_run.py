@@ -84,12 +84,27 @@ class EnvironmentType(StrEnum):
     CLUSTER = "cluster"
 
 
+class Execution(StrEnum):
+    """Where the operator runs a simulator trial."""
+
+    PROCESS = "process"
+    JOB = "job"
+
+
 class EnvironmentSpec(ApiModel):
     """The environment to run trials in."""
 
     type: EnvironmentType = Field(
         default=EnvironmentType.SIMULATOR,
         description="simulator (the embedded digital twin) or cluster (a live cluster).",
+    )
+    execution: Execution = Field(
+        default=Execution.PROCESS,
+        description="For type simulator: process runs each trial in the operator's own process "
+        "(small runs); job runs each trial in a Kubernetes Job of its own, in the Trial's "
+        "namespace, which writes the results back to the Trial, so trials run in parallel "
+        "across the cluster's nodes. Jobs run built-in and command agents; image and external "
+        "agents need process.",
     )
     capacity: int | None = Field(
         default=None,
@@ -147,6 +162,15 @@ class EnvironmentSpec(ApiModel):
             return min(concurrency, self.capacity) if self.capacity is not None else concurrency
         clusters = max(len(self.secret_names()), 1)
         return min(concurrency, (self.capacity or 1) * clusters)
+
+    @model_validator(mode="after")
+    def _job_on_simulator(self) -> EnvironmentSpec:
+        if self.execution == Execution.JOB and self.type != EnvironmentType.SIMULATOR:
+            raise ValueError(
+                "spec.environment.execution: job runs simulator trials only; set type: simulator "
+                "or execution: process"
+            )
+        return self
 
 
 class SeedSecretReference(ApiModel):
