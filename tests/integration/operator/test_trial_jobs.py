@@ -10,7 +10,9 @@ naming it; a restarted operator creates no second Job.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from operator_lab import (
     FAST,
     NS,
@@ -57,22 +60,26 @@ def _set_job_status(lab: Lab, name: str, status: dict[str, Any]) -> None:
     lab.cluster.api.batch.patch_namespaced_job_status(name, NS, {"status": status})
 
 
-def _run_pod_command(lab: Lab, job: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def _run_pod_command(
+    lab: Lab, job: dict[str, Any], kubeconfig: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the Job's container command as its pod would, against the loopback API."""
     container = job["spec"]["template"]["spec"]["containers"][0]
     command = [ITBENCH, *container["command"][1:], "--log-format", "text"]
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(lab.cluster.kubeconfig.parent),
-        "KUBECONFIG": str(lab.cluster.kubeconfig),
+        "KUBECONFIG": str(kubeconfig or lab.cluster.kubeconfig),
     }
     env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
-async def _play(lab: Lab, job: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+async def _play(
+    lab: Lab, job: dict[str, Any], kubeconfig: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Play a Job's pod to its end, then write the Job's status as the Job controller does."""
-    done = await asyncio.to_thread(_run_pod_command, lab, job)
+    done = await asyncio.to_thread(_run_pod_command, lab, job, kubeconfig)
     name = job["metadata"]["name"]
     if done.returncode == 0:
         _set_job_status(
@@ -359,3 +366,99 @@ async def test_jobs_refuse_what_a_trial_pod_cannot_run(lab: Lab) -> None:
     assert trial["status"]["reason"] == NO_TRIAL_IMAGE
     assert "--trial-image" in trial["status"]["message"]
     assert _jobs(lab) == []
+
+
+CHART = Path(__file__).resolve().parents[3] / "charts" / "itbench"
+HELM_CACHE = Path.home() / ".cache" / "itbench" / "tools" / "helm-4.1.4" / "helm"
+POD_TOKEN = "trial-pod"
+
+
+def _helm() -> str:
+    found = shutil.which("helm") or (str(HELM_CACHE) if HELM_CACHE.is_file() else None)
+    if found is None:
+        pytest.skip("helm is not on PATH (tests/integration/test_chart.py fetches it)")
+    return found
+
+
+def _calls(lab: Lab) -> list[tuple[str, str, str, str, bool]]:
+    """Record the requests made with the pod's token: (method, group, resource, sub, namespaced)."""
+    server = lab.cluster.server
+    seen: list[tuple[str, str, str, str, bool]] = []
+    route = server._route
+
+    async def recording(request: Any) -> Any:
+        if request.headers.get("Authorization") == f"Bearer {POD_TOKEN}":
+            parts = [p for p in request.path.split("/") if p]
+            group = "" if parts[0] == "api" else parts[1]
+            rest = parts[2:] if parts[0] == "api" else parts[3:]
+            namespaced = len(rest) >= 2 and rest[0] == "namespaces"
+            rest = rest[2:] if namespaced else rest
+            method = request.method
+            if method == "GET":
+                method = "LIST" if len(rest) == 1 else "GET"
+            sub = rest[2] if len(rest) > 2 else ""
+            seen.append((method, group, rest[0], sub, namespaced))
+        return await route(request)
+
+    server._route = recording  # type: ignore[method-assign]
+    return seen
+
+
+VERBS = {"GET": "get", "LIST": "list", "POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+async def test_the_chart_grants_a_trial_pod_what_it_calls_and_no_more(
+    lab: Lab, tmp_path: Path
+) -> None:
+    helm = _helm()
+    await lab.start(JOBS)
+    await _oracle(lab)
+    lab.cluster.apply(_job_run("audited", trials=1))
+    await until(lambda: len(_jobs(lab)) == 1, what="the Trial's Job")
+    config = json.loads(lab.cluster.kubeconfig.read_text(encoding="utf-8"))
+    config["users"][0]["user"]["token"] = POD_TOKEN
+    pod_config = tmp_path / "pod-kubeconfig"
+    pod_config.write_text(json.dumps(config), encoding="utf-8")
+    calls = _calls(lab)
+    done = await _play(lab, _jobs(lab)[0], kubeconfig=pod_config)
+    assert done.returncode == 0, done.stderr
+    used = {(VERBS[m], g, f"{r}/{s}" if s else r, ns) for m, g, r, s, ns in calls}
+    assert ("patch", "itbench.io", "trials/status", True) in used
+    assert ("create", "", "configmaps", True) in used, "the pod stores the trajectory"
+
+    show = ["--show-only", "templates/trial-jobs.yaml"]
+    rendered = await asyncio.to_thread(
+        subprocess.run,
+        [helm, "template", "bench", str(CHART), "--namespace", NS, *show],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    role = by_kind[("Role", "bench-itbench-trial")]
+    cluster_role = by_kind[("ClusterRole", "bench-itbench-trial-scenarios")]
+    binding = by_kind[("RoleBinding", "bench-itbench-trial")]
+    account = {"kind": "ServiceAccount", "name": "itbench-trial", "namespace": NS}
+    assert binding["subjects"] == [account]
+    assert by_kind[("ClusterRoleBinding", "bench-itbench-trial-scenarios")]["subjects"] == [account]
+    granted = {
+        (verb, group, resource, True)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    } | {
+        (verb, group, resource, False)
+        for rule in cluster_role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert used <= granted, f"calls the chart does not allow: {sorted(used - granted)}"
+    unused = granted - used
+    assert not unused - {("update", "", "configmaps", True)}, (
+        "every right is used (update: a trajectory stored again after a retry)"
+    )
+    assert not any(r == "secrets" for _, _, r, _ in granted), "no Secret, not even its own"
