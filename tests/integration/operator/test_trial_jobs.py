@@ -35,7 +35,13 @@ from operator_lab import (
 )
 
 from itbench.core.models.benchmark_run import Timeouts
-from itbench.operator.jobs import JOB_FAILED, NO_TRIAL_IMAGE, deadline_seconds, job_name
+from itbench.operator.jobs import (
+    CREDENTIALS_DIR,
+    JOB_FAILED,
+    NO_TRIAL_IMAGE,
+    deadline_seconds,
+    job_name,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,6 +50,7 @@ IMAGE = "ghcr.io/itbench/itbench:test"
 JOBS = replace(FAST, trial_image=IMAGE)
 ITBENCH = str(Path(sys.executable).with_name("itbench"))
 FINAL = ("Succeeded", "Failed", "Errored")
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
 
 
 def _jobs(lab: Lab) -> list[dict[str, Any]]:
@@ -61,7 +68,7 @@ def _set_job_status(lab: Lab, name: str, status: dict[str, Any]) -> None:
 
 
 def _run_pod_command(
-    lab: Lab, job: dict[str, Any], kubeconfig: Path | None = None
+    lab: Lab, job: dict[str, Any], kubeconfig: Path | None = None, mounts: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the Job's container command as its pod would, against the loopback API."""
     container = job["spec"]["template"]["spec"]["containers"][0]
@@ -72,14 +79,16 @@ def _run_pod_command(
         "KUBECONFIG": str(kubeconfig or lab.cluster.kubeconfig),
     }
     env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    if mounts is not None:  # where this test put the files the kubelet would mount
+        env["ITBENCH_TRIAL__CREDENTIALS_DIR"] = str(mounts)
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
 async def _play(
-    lab: Lab, job: dict[str, Any], kubeconfig: Path | None = None
+    lab: Lab, job: dict[str, Any], kubeconfig: Path | None = None, mounts: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Play a Job's pod to its end, then write the Job's status as the Job controller does."""
-    done = await asyncio.to_thread(_run_pod_command, lab, job, kubeconfig)
+    done = await asyncio.to_thread(_run_pod_command, lab, job, kubeconfig, mounts)
     name = job["metadata"]["name"]
     if done.returncode == 0:
         _set_job_status(
@@ -208,6 +217,47 @@ async def test_trials_run_as_jobs_and_score_as_in_process(lab: Lab) -> None:
     assert [t["spec"]["seed"] for t in trials_of(lab, "in-process")] == [
         t["spec"]["seed"] for t in trials_of(lab, "in-jobs")
     ]
+
+
+async def test_a_command_agent_in_a_job_gets_its_credentials_as_mounted_files(
+    lab: Lab, tmp_path: Path
+) -> None:
+    await lab.start(JOBS)
+    await ready_scenarios(lab, SCENARIO)
+    lab.cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "llm", "namespace": NS},
+            "stringData": {"MODEL_API_KEY": "s3cret"},
+        }
+    )
+    runtime = {
+        "command": {
+            "command": [sys.executable, str(FIXTURES / "sdk_agent.py")],
+            "env": [{"name": "ITBENCH_AGENT__REQUIRE_ENV", "value": "MODEL_API_KEY"}],
+            "credentialsSecretRef": {"name": "llm"},
+            "wallSeconds": 120,
+        }
+    }
+    await ready_agent(lab, agent("cmd", runtime))
+    run = _job_run("with-cmd", trials=1)
+    run["spec"]["agentRef"] = {"name": "cmd"}
+    lab.cluster.apply(run)
+    await until(lambda: len(_jobs(lab)) == 1, what="the Trial's Job")
+    [job] = _jobs(lab)
+    pod = job["spec"]["template"]["spec"]
+    assert {"name": "credentials", "secret": {"secretName": "llm"}} in pod["volumes"]
+    mount = {"name": "credentials", "mountPath": f"{CREDENTIALS_DIR}/llm", "readOnly": True}
+    assert mount in pod["containers"][0]["volumeMounts"]
+    (tmp_path / "llm").mkdir()
+    (tmp_path / "llm" / "MODEL_API_KEY").write_text("s3cret", encoding="utf-8")
+    done = await _play(lab, job, mounts=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [trial] = trials_of(lab, "with-cmd")
+    status = trial["status"]
+    assert status["reason"] in ("TasksPassed", "TasksFailed"), status["message"]
+    assert status["scores"]["diagnosis"]["passed"] is True, "the command ran with its key"
 
 
 async def test_a_failed_job_errors_its_trial_naming_the_job(lab: Lab) -> None:
