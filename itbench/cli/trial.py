@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from itbench.cli.context import pass_settings
+from itbench.cli.context import BadInput, pass_settings
 from itbench.settings import Settings
 
 
@@ -46,7 +46,8 @@ def run(
     """Run the Trial NAMESPACE/NAME and write its status, scores and trajectory to it.
 
     Exits 0 once the Trial has a final phase (Succeeded, Failed or Errored: the outcome is in
-    the Trial), 1 when the Trial does not exist or the trial could not be run.
+    the Trial), 1 when the Trial does not exist or the API refused a call, 2 for a kubeconfig
+    that cannot be used.
     """
     from itbench.operator.jobs import TrialGoneError, run_trial
     from itbench.operator.kubeapi import WRITE_ERRORS, connect
@@ -55,7 +56,14 @@ def run(
 
     level = logging.getLevelNamesMapping()[settings.operator.log_level.upper()]
     configure_logging(level, json_lines=log_format == "json")
-    api = connect(kubeconfig)
+    from kubernetes.config import ConfigException
+
+    try:
+        api = connect(kubeconfig)
+    except (ConfigException, OSError) as exc:
+        raise BadInput(
+            f"--kubeconfig {kubeconfig or '(in-cluster)'}: cannot reach the API with it ({exc})"
+        ) from None
     try:
         status = run_trial(
             api,

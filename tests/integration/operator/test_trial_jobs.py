@@ -24,6 +24,7 @@ import yaml
 from operator_lab import (
     FAST,
     NS,
+    Cluster,
     Lab,
     agent,
     benchmark_run,
@@ -512,3 +513,23 @@ async def test_the_chart_grants_a_trial_pod_what_it_calls_and_no_more(
         "every right is used (update: a trajectory stored again after a retry)"
     )
     assert not any(r == "secrets" for _, _, r, _ in granted), "no Secret, not even its own"
+
+
+async def test_trial_run_names_a_missing_trial_and_a_bad_kubeconfig(cluster: Cluster) -> None:
+    def trial_run(kubeconfig: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [ITBENCH, "trial", "run", "--namespace", NS, "--name", "nope", "--log-format", "text"],
+            env={"PATH": os.environ.get("PATH", ""), "KUBECONFIG": kubeconfig},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    missing, unusable = await asyncio.gather(
+        asyncio.to_thread(trial_run, str(cluster.kubeconfig)),
+        asyncio.to_thread(trial_run, "/nonexistent/kubeconfig"),
+    )
+    assert missing.returncode == 1
+    assert f"Trial {NS}/nope does not exist" in missing.stderr
+    assert unusable.returncode == 2
+    assert "--kubeconfig /nonexistent/kubeconfig: cannot reach the API" in unusable.stderr
