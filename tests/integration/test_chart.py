@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry
 from itbench.cli.operator import run as operator_run
 from itbench.core.models.scenario import Scenario
 from itbench.gateway.metrics import GatewayMetrics
+from itbench.operator.jobs import COMPONENT_LABEL
 from itbench.operator.metrics import OperatorMetrics
 from itbench.settings import Settings
 
@@ -739,3 +740,9 @@ def test_trial_jobs_run_the_operator_image_under_their_own_narrow_account(
     assert scenarios["subjects"] == subjects
     rules = one(docs, "ClusterRole", f"{OPERATOR}-trial-scenarios")["rules"]
     assert rules == [{"apiGroups": ["itbench.io"], "resources": ["scenarios"], "verbs": ["get"]}]
+    policies = [d for d in docs if d["metadata"]["name"] == f"{OPERATOR}-trials"]
+    assert sorted(p["metadata"]["namespace"] for p in policies) == namespaces
+    for policy in policies:
+        assert policy["kind"] == "NetworkPolicy" and policy["spec"]["ingress"] == []
+        selected = policy["spec"]["podSelector"]["matchLabels"]
+        assert selected == {"app.kubernetes.io/part-of": "itbench", COMPONENT_LABEL: "trial"}

@@ -37,6 +37,7 @@ from operator_lab import (
 
 from itbench.core.models.benchmark_run import Timeouts
 from itbench.operator.jobs import (
+    COMPONENT_LABEL,
     CREDENTIALS_DIR,
     JOB_FAILED,
     NO_TRIAL_IMAGE,
@@ -164,6 +165,8 @@ async def test_trials_run_as_jobs_and_score_as_in_process(lab: Lab) -> None:
             True,
         )
         assert job["metadata"]["labels"]["itbench.io/run"] == "in-jobs"
+        # What the chart's NetworkPolicy for trial pods selects.
+        assert job["spec"]["template"]["metadata"]["labels"][COMPONENT_LABEL] == "trial"
         spec = job["spec"]
         assert spec["backoffLimit"] == 0
         assert spec["activeDeadlineSeconds"] == deadline_seconds(Timeouts()) == 2400
