@@ -27,9 +27,13 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/itbench run $(ARGS)
 
-## The whole test suite (unit + integration; e2e needs kind and is skipped).
+## The whole test suite (unit + integration; e2e needs kind and is skipped). Bytecode is written
+# even where PYTHONDONTWRITEBYTECODE is set: pytest then rewrites each test module's asserts once,
+# not in every worker on every run, and the agents, workers and operators the tests start import
+# this project compiled. Three workers on two cores: many tests wait on real clocks (a served
+# twin, Prometheus, rollouts), and the third worker runs while they wait.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q $(ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -q $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check itbench tests agents benchmarks
