@@ -225,11 +225,28 @@ class TrialDriver:
                 config=self.runtime.config.runner,
                 # A live cluster's clock is its own: agents' calls take the time they take.
                 virtual_time=not on_cluster,
-                token_factory=lambda: secrets.token_urlsafe(24),
+                token_factory=lambda: self._kept_token(trial, uid) or secrets.token_urlsafe(24),
             )
             live = _Live(ctx=ctx, executor=executor, agent=agent)
             self._live[uid] = live
         return live
+
+    def _kept_token(self, trial: Trial, uid: str) -> str | None:
+        """The gateway token an earlier operator process gave this trial's agent, if any.
+
+        The token Secret outlives the process that wrote it, and an image or external agent
+        still working holds that token: a session reopened after a restart takes it again, so
+        the agent keeps its access instead of running out its deadline as if it had failed.
+        """
+        name = workloads.workload_name(trial.metadata.name)
+        try:
+            kept = self.api.secret_data(trial.metadata.namespace or "", name)
+        except WRITE_ERRORS as exc:
+            log.warning("cannot read the token Secret %s of trial %s: %s", name, uid, exc)
+            return None
+        if kept.get("trialId") != session_id_for(uid):
+            return None  # another Trial's Secret of the same name (deleted and made again)
+        return kept.get("token") or None
 
     # ---- one tick -----------------------------------------------------------------------------
     def advance(self, body: kopf.Body) -> None:

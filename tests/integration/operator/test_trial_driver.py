@@ -7,6 +7,8 @@ from typing import Any
 
 from operator_lab import FAST, NS, Cluster, agent, benchmark_run, new_lab, run_owner
 
+from itbench.gateway.sessions import SessionRegistry
+from itbench.operator import workloads
 from itbench.operator.bodies import ADMITTED
 from itbench.operator.runtime import OperatorRuntime
 from itbench.operator.trials import TrialDriver
@@ -14,12 +16,12 @@ from itbench.operator.trials import TrialDriver
 SCENARIO = "cart-flagd-failure"
 
 
-def _trial(cluster: Cluster) -> dict[str, Any]:
+def _trial(cluster: Cluster, runtime: dict[str, Any] | None = None) -> dict[str, Any]:
     cluster.apply_scenarios(SCENARIO)
     scenario = cluster.get("scenarios", SCENARIO)
     assert scenario is not None
     cluster.api.patch_status("scenarios", None, SCENARIO, {"phase": "Ready"}, {})
-    cluster.apply(agent("oracle", {"builtin": {"name": "oracle"}}))
+    cluster.apply(agent("oracle", runtime or {"builtin": {"name": "oracle"}}))
     run = benchmark_run("r", "oracle", [SCENARIO], allowOracle=True)
     cluster.apply(run)
     body = {
@@ -74,3 +76,37 @@ def test_stale_bodies_neither_restart_nor_error_a_trial(cluster: Cluster) -> Non
     assert phases.count("Provisioning") == 1 and phases[-1] == "Succeeded"
     driver.advance(stale)  # after the end, an old body changes nothing
     assert cluster.get("trials", "r-trial")["status"] == status  # type: ignore[index]
+
+
+def test_a_session_reopened_by_a_new_operator_keeps_the_token_its_agent_holds(
+    cluster: Cluster,
+) -> None:
+    lab = new_lab(cluster)
+
+    def driver(sessions: SessionRegistry) -> TrialDriver:
+        return TrialDriver(
+            OperatorRuntime(
+                api=cluster.api,
+                config=FAST,
+                environments=lab.environments,
+                sessions=sessions,
+                evidence=lab.evidence,
+            )
+        )
+
+    first = driver(lab.sessions)
+    _trial(cluster, {"external": {"pollIntervalSeconds": 5}})
+    for _ in range(200):
+        first.advance(cluster.get("trials", "r-trial"))  # type: ignore[arg-type]
+        if cluster.get("trials", "r-trial")["status"]["phase"] == "Ready":  # type: ignore[index]
+            break
+    secret = workloads.workload_name("r-trial")
+    held = cluster.api.secret_data(NS, secret)["token"]
+    assert [s.token for s in lab.sessions.sessions()] == [held]
+    # A new operator process: its gateway has no sessions; the agent still holds its token.
+    fresh = SessionRegistry()
+    second = driver(fresh)
+    second.advance(cluster.get("trials", "r-trial"))  # type: ignore[arg-type]
+    assert [s.token for s in fresh.sessions()] == [held]
+    assert cluster.api.secret_data(NS, secret)["token"] == held
+    assert cluster.get("trials", "r-trial")["status"]["phase"] == "Ready"  # type: ignore[index]
