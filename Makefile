@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 ARGS   ?=
 EXTRAS ?= dev,agents
 
-.PHONY: run test test-all lint generate check-generated bench e2e clean venv upstream-snapshot
+.PHONY: run test lint generate check-generated bench e2e clean venv upstream-snapshot
 
 venv: $(STAMP)
 

@@ -152,6 +152,14 @@ async def test_trials_run_as_jobs_and_score_as_in_process(lab: Lab) -> None:
     await _oracle(lab)
     lab.cluster.apply(_job_run("in-jobs"))
     await until(lambda: len(_jobs(lab)) == 2, what="one Job per Trial")
+    # The operator creates a Trial's Job, then writes the Trial's status saying it waits for it.
+    await until(
+        lambda: (
+            [(t.get("status") or {}).get("reason") for t in trials_of(lab, "in-jobs")]
+            == ["WaitingForJob"] * 2
+        ),
+        what="both Trials waiting for their Jobs",
+    )
     trials = {t["metadata"]["name"]: t for t in trials_of(lab, "in-jobs")}
     jobs = _jobs(lab)
     assert lab.environments.created == 0, "no trial ran in the operator's process"
@@ -182,7 +190,6 @@ async def test_trials_run_as_jobs_and_score_as_in_process(lab: Lab) -> None:
         assert container["resources"]["requests"] == {"cpu": "250m", "memory": "256Mi"}
         assert container["resources"]["limits"] == {"cpu": "1", "memory": "1Gi"}
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
-        assert trial["status"]["reason"] == "WaitingForJob"
     sa = lab.cluster.server.get("", "serviceaccounts", NS, "itbench-trial")
     assert sa is not None, "the operator ensures the trial ServiceAccount"
 
