@@ -20,8 +20,9 @@ from typing import Any, cast
 from itbench.core.models.agent_submission import AgentSubmission
 from itbench.core.models.benchmark_run import EnvironmentSpec, Execution, Timeouts
 from itbench.core.models.trial import Trial, TrialPhase, TrialStatus
+from itbench.operator import workloads
 from itbench.operator.bodies import CANCELLED, RUN_LABEL, annotation, bounded, parse, parsed_status
-from itbench.operator.kubeapi import AGENT_SUBMISSIONS, TRIALS, Json, KubeApi, owner_reference
+from itbench.operator.kubeapi import AGENT_SUBMISSIONS, TRIALS, Json, KubeApi
 from itbench.operator.runtime import OperatorConfig
 
 log = logging.getLogger(__name__)
@@ -156,36 +157,23 @@ def trial_job(
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": mounts,
     }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": meta["namespace"],
-            "labels": labels,
-            "ownerReferences": [owner_reference(trial)],
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": deadline,
-            "ttlSecondsAfterFinished": 600,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": service_account_name,
-                    "automountServiceAccountToken": True,
-                    "restartPolicy": "Never",
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 10001,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "containers": [container],
-                    "volumes": volumes,
-                },
+    return workloads.trial_job(
+        trial,
+        name,
+        labels=labels,
+        deadline_seconds=deadline,
+        pod={
+            "serviceAccountName": service_account_name,
+            "automountServiceAccountToken": True,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 10001,
+                "seccompProfile": {"type": "RuntimeDefault"},
             },
+            "containers": [container],
+            "volumes": volumes,
         },
-    }
+    )
 
 
 def service_account(namespace: str, name: str) -> Json:

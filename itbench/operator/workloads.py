@@ -147,6 +147,31 @@ def agent_job(
         "app.kubernetes.io/component": "agent",  # what the chart's NetworkPolicy selects
         "itbench.io/trial": meta["name"][:63].rstrip("-."),
     }
+    return trial_job(
+        trial,
+        name,
+        labels=labels,
+        deadline_seconds=deadline_seconds,
+        pod={
+            "serviceAccountName": service_account_name,
+            "automountServiceAccountToken": api_token,
+            "containers": [container],
+        },
+    )
+
+
+def trial_job(trial: Json, name: str, *, labels: Json, deadline_seconds: int, pod: Json) -> Json:
+    """A Job of a Trial running one pod once: owned by the Trial, never retried, ended at its
+    deadline, removed ten minutes after it finishes.
+
+    Args:
+        trial: The Trial.
+        name: The Job's name.
+        labels: The Job's and its pod's labels.
+        deadline_seconds: The Job's activeDeadlineSeconds.
+        pod: The pod's spec (restartPolicy Never is added).
+    """
+    meta = trial["metadata"]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -162,12 +187,7 @@ def agent_job(
             "ttlSecondsAfterFinished": 600,
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": service_account_name,
-                    "automountServiceAccountToken": api_token,
-                    "restartPolicy": "Never",
-                    "containers": [container],
-                },
+                "spec": {**pod, "restartPolicy": "Never"},
             },
         },
     }
