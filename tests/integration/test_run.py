@@ -42,6 +42,7 @@ from itbench.execution.executor import TrialExecutor
 from itbench.execution.plan import TrialPlan, plan_trials
 from itbench.gateway.app import create_app
 from itbench.gateway.sessions import SessionRegistry
+from tests.integration.ciso_sample import answer_shape, ciso_sample
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SCENARIO_FILE = Path(__file__).parents[2] / "scenarios" / "sre" / "cart-flagd-failure"
@@ -437,9 +438,10 @@ ROOT = Path(__file__).parents[2]
 
 FULL_CATALOG = os.environ.get("ITBENCH_FULL_CATALOG") == "1"
 """The catalog-wide runs below take minutes on two cores, so `make test` runs them over a sample
-that covers every fault of the library, and over every scenario when asked for
-(ITBENCH_FULL_CATALOG=1). Each scenario's own oracle run is in test_baseline_agents.py and its
-self-test in test_catalog_selftest.py, both over the whole catalog."""
+that covers every fault of the library and every kind of CISO answer, and over every scenario
+when asked for (ITBENCH_FULL_CATALOG=1). Each fault scenario's own oracle run is in
+test_baseline_agents.py, each CISO scenario's reference answer in test_ciso_reference.py and each
+scenario's self-test in test_catalog_selftest.py, all over the whole catalog."""
 
 
 def catalog_scenarios() -> list[Scenario]:
@@ -452,12 +454,13 @@ def catalog_scenarios() -> list[Scenario]:
 
 
 def fault_cover(scenarios: list[Scenario]) -> list[Scenario]:
-    """Every control, CISO and FinOps scenario (their trials are cheap or few), and the fewest SRE
-    scenarios that between them inject every fault the rest of the catalog injects (greedily:
-    the scenario adding most faults not yet covered, the first by name on a tie)."""
-    chosen = [
-        s for s in scenarios if s.spec.control or s.spec.domain in (Domain.CISO, Domain.FINOPS)
-    ]
+    """Every control and FinOps scenario (their trials are cheap or few), one CISO scenario of
+    every class and reference answer shape (`ciso_sample`), and the fewest SRE scenarios that
+    between them inject every fault the rest of the catalog injects (greedily: the scenario
+    adding most faults not yet covered, the first by name on a tie)."""
+    chosen = ciso_sample(
+        [s for s in scenarios if s.spec.control or s.spec.domain in (Domain.CISO, Domain.FINOPS)]
+    )
     covered = {f.id for s in chosen for f in s.spec.faults}
     rest = [s for s in scenarios if s not in chosen]
     wanted = {f.id for s in rest for f in s.spec.faults} - covered
@@ -503,6 +506,11 @@ def test_the_catalog_runs_inject_every_fault_the_catalog_injects() -> None:
     }
     assert {s.spec.domain for s in sample} == {s.spec.domain for s in catalog}
     assert any(s.spec.control for s in sample)
+    ciso = [s for s in catalog if s.spec.domain == Domain.CISO]
+    assert "unknown" not in {answer_shape(s) for s in ciso}
+    assert {(s.spec.scenario_class, answer_shape(s)) for s in sample if s in ciso} == {
+        (s.spec.scenario_class, answer_shape(s)) for s in ciso
+    }
 
 
 @pytest.mark.slow
