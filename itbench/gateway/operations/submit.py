@@ -67,11 +67,12 @@ def evaluate_compliance(
     session: TrialSession, submission: ComplianceSubmission
 ) -> ComplianceEvaluation:
     """The platform's evaluation of CISO artefacts on the trial's variant and its counterpart
-    (policy engines in a child process, collections in the evidence sandbox): whatever the
-    artefacts do, the answer is an evaluation, possibly with a problem, never an error."""
-    from itbench.ciso.evaluate import evaluate_submission
+    (in the twin: policy engines in a child process, collections in the evidence sandbox; on a
+    live cluster: Kyverno's PolicyReports and the live objects): whatever the artefacts do, the
+    answer is an evaluation, possibly with a problem, never an error."""
+    from itbench.ciso.cluster import evaluate_on
 
-    return evaluate_submission(session.scenario, submission)
+    return evaluate_on(session.env, session.scenario, submission)
 
 
 def oracle(session: TrialSession, origin: Origin) -> dict[str, Any]:
