@@ -116,7 +116,7 @@ class Rest:
         *,
         query: Mapping[str, str] | None = None,
     ) -> Obj | None:
-        """One call; None when the object does not exist (404).
+        """One call; None when the object to read or delete does not exist (404).
 
         Raises:
             RefusedError: The API refused the request (4xx other than 404), with its message.
@@ -137,14 +137,19 @@ class Rest:
                 query_params=list((query or {}).items()),
                 header_params=headers,
                 body=body,
-                response_type="object",
+                response_types_map={200: "object", 201: "object", 202: "object"},
                 auth_settings=["BearerToken"],
                 _return_http_data_only=True,
                 _preload_content=True,
             )
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status == 404 and method in ("GET", "DELETE"):
                 return None
+            if exc.status == 404:
+                raise ClusterError(
+                    f"{method} {path}: the cluster does not serve this resource (is the policy "
+                    "engine installed? see docs/stack.md)"
+                ) from None
             if exc.status is not None and 400 <= exc.status < 500 and exc.status != 401:
                 raise RefusedError(f"{exc.status} {_message(exc)}") from None
             raise ClusterError(f"{method} {path}: {exc.status} {_message(exc)}") from None
@@ -484,17 +489,18 @@ class LiveEvaluator:
     ) -> list[VariantEvaluation]:
         cluster_scoped = "Namespace" in target_kinds(variants[0].scenario)
         try:
-            self._install(policies)
-        except RefusedError as exc:
-            self._uninstall(policies)
-            problem = f"InvalidPolicy: {exc}"[:2000]
-            return [
-                VariantEvaluation(variant=v.label, engine="kyverno", problem=problem)
-                for v in variants
-            ]
-        try:
+            try:
+                self._install(policies)
+            except RefusedError as exc:
+                problem = f"InvalidPolicy: {exc}"[:2000]
+                return [
+                    VariantEvaluation(variant=v.label, engine="kyverno", problem=problem)
+                    for v in variants
+                ]
             return self._wait(policies, variants, cluster_scoped)
         finally:
+            # Whatever happened (a refusal, a time-out, the cluster failing mid-way), nothing of
+            # the evaluation stays installed.
             self._uninstall(policies)
 
     def _wait(
