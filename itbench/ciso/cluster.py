@@ -72,6 +72,20 @@ KINDS: dict[str, tuple[str, str, str, bool]] = {
 }
 """Kinds the platform reads from (and writes to a counterpart) namespace: (group, version,
 resource, namespaced)."""
+APPLY_ORDER = (
+    "Namespace",
+    "ServiceAccount",
+    "ConfigMap",
+    "Secret",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "NetworkPolicy",
+    "Deployment",
+    "ReplicaSet",
+    "Pod",
+)
+"""The order a variant's objects are created in."""
 DERIVED_KINDS = ("Pod", "ReplicaSet")
 """Kinds controllers make from a Deployment: never written, only read."""
 
@@ -212,7 +226,8 @@ def variant_manifests(variant: Scenario, namespace: str) -> list[Obj]:
             pod = body.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
             pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), HOLD_LABEL: "true"}
         out.append(body)
-    out.sort(key=lambda o: o.get("kind") != "Namespace")
+    # What a Pod needs (its ServiceAccount, ConfigMaps) exists before its Deployment does.
+    out.sort(key=lambda o: APPLY_ORDER.index(str(o["kind"])))
     return out
 
 
@@ -627,10 +642,25 @@ def cluster_of(env: object) -> tuple[Any, str] | None:
 
 
 def evaluate_on(
-    env: object, scenario: Scenario, submission: ComplianceSubmission
+    env: object,
+    scenario: Scenario,
+    submission: ComplianceSubmission,
+    *,
+    timeout_seconds: float = REPORT_TIMEOUT_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> ComplianceEvaluation:
     """The platform's evaluation of CISO artefacts in the trial's environment: on its live
-    cluster when it runs on one (Kyverno's reports, live objects), in the twin otherwise."""
+    cluster when it runs on one (Kyverno's reports, live objects), in the twin otherwise.
+
+    Args:
+        env: The trial's environment.
+        scenario: The trial's instance.
+        submission: The accepted artefacts.
+        timeout_seconds: How long Kyverno may take to report (live only).
+        sleep: Waits between reads of the reports (live only).
+        monotonic: The clock the time limit is measured on (live only).
+    """
     found = cluster_of(env)
     if found is None:
         return evaluate_submission(scenario, submission)
@@ -644,6 +674,13 @@ def evaluate_on(
             submitted=True, platform_error=True, problem=f"ClusterFailed: {kubeconfig}: {exc}"
         )
     try:
-        return LiveEvaluator(Rest(api), namespace).evaluate(scenario, submission)
+        evaluator = LiveEvaluator(
+            Rest(api),
+            namespace,
+            timeout_seconds=timeout_seconds,
+            sleep=sleep,
+            monotonic=monotonic,
+        )
+        return evaluator.evaluate(scenario, submission)
     finally:
         api.close()

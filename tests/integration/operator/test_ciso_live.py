@@ -195,14 +195,14 @@ class FakeClock:
 
 
 class RefusingRest(Rest):
-    """The API as Kyverno's policy webhook answers a policy it rejects (its webhook name from
-    upstream pkg/config/config.go)."""
+    """The API as Kyverno's policy webhook answers a policy it rejects (the webhook's name from
+    upstream pkg/config/config.go, the message from pkg/policy/validate/validate.go)."""
 
     def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
         if method == "POST" and path.endswith("/clusterpolicies"):
             raise RefusedError(
                 '400 admission webhook "validate-policy.kyverno.svc" denied the request: '
-                "spec.rules[0].validate.pattern: invalid"
+                "only one of pattern, anyPattern, deny, foreach, cel can be specified"
             )
         return super().call(method, path, body, **kwargs)
 
@@ -382,3 +382,37 @@ def test_rego_is_evaluated_on_evidence_collected_from_the_live_objects(rest: Res
     assert [v.engine for v in evaluation.variants] == ["regorus", "regorus"]
     assert all(v.evidence_bytes > 0 for v in evaluation.variants)
     assert _leftovers(rest) == []
+
+
+def test_a_cluster_trials_artefacts_are_evaluated_live_and_a_twins_in_the_twin(
+    cluster: Cluster, rest: Rest
+) -> None:
+    from itbench.ciso.cluster import cluster_of, evaluate_on
+    from itbench.environments.kube.environment import ClusterEnvironment
+    from itbench.environments.sim.twins import twin_for
+
+    scenario = _instance("ciso-kyverno-host-network", "noncompliant")
+    _provision(rest, scenario)
+    env = ClusterEnvironment(kubeconfig=cluster.kubeconfig, namespace=NAMESPACE)
+    twin = twin_for(scenario)
+    try:
+        assert cluster_of(env) == (cluster.kubeconfig, NAMESPACE)
+        assert cluster_of(twin) is None
+        clock = FakeClock()
+        kyverno = ReportsController(rest)
+
+        def wait(seconds: float) -> None:
+            clock.now += seconds
+            kyverno(seconds)
+
+        live = evaluate_on(
+            env, scenario, _submission(HOST_NETWORK_POLICY), sleep=wait, monotonic=clock
+        )
+        assert [v.engine for v in live.variants] == ["kyverno", "kyverno"]
+        assert score_compliance(live, scenario, ttp=1.0).passed
+        # The same pattern policy in the twin: live-only, as the twin reports it.
+        in_twin = evaluate_on(twin, scenario, _submission(HOST_NETWORK_POLICY))
+        assert in_twin.live_only
+        assert _leftovers(rest) == []
+    finally:
+        env.close()
