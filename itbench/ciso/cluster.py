@@ -28,11 +28,11 @@ from itbench.ciso.evaluate import (
     parse_policies,
     policy_set_changes,
     rego_verdicts,
+    target_verdicts,
     twin_of,
 )
 from itbench.ciso.sandbox import EnvironmentView, run_collection
 from itbench.core.ciso.classes import CLASS_RULES, CisoClass, class_of
-from itbench.core.ciso.namespace import TARGET_KINDS
 from itbench.core.ciso.posture import aggregate, counterpart, expected_posture, target_kinds
 from itbench.core.models.compliance import (
     ComplianceEvaluation,
@@ -268,11 +268,6 @@ def _remapped(obj: Obj, source: str, target: str) -> Obj:
     elif meta.get("namespace") == source:
         meta["namespace"] = target
     return out
-
-
-def _kept(verdicts: Mapping[str, TargetVerdict]) -> list[TargetVerdict]:
-    kinds = (*TARGET_KINDS, "Host")
-    return [v for t, v in sorted(verdicts.items()) if t.split("/", 1)[0] in kinds]
 
 
 @dataclass
@@ -564,7 +559,7 @@ class LiveEvaluator:
                     )
                 )
                 continue
-            kept = _kept(aggregate(verdicts, v.owners))
+            kept = target_verdicts(aggregate(verdicts, v.owners))
             unreported = missing.get(v.label, [])
             kept += [
                 TargetVerdict(

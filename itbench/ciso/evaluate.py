@@ -129,7 +129,8 @@ def _assessed(env: ComplianceEnvironment) -> list[dict[str, Any]]:
     return [o for o in env.objects() if o.get("kind") not in POLICY_KINDS]
 
 
-def _kept(verdicts: Mapping[str, TargetVerdict]) -> list[TargetVerdict]:
+def target_verdicts(verdicts: Mapping[str, TargetVerdict]) -> list[TargetVerdict]:
+    """The verdicts on targets (of the kinds controls assess), sorted by target."""
     kinds = (*TARGET_KINDS, "Host")
     return [v for t, v in sorted(verdicts.items()) if t.split("/", 1)[0] in kinds]
 
@@ -181,7 +182,9 @@ def _kyverno(
         ]
         out.append(
             VariantEvaluation(
-                variant=label, engine="cel", verdicts=_kept(aggregate(verdicts, env.owners()))
+                variant=label,
+                engine="cel",
+                verdicts=target_verdicts(aggregate(verdicts, env.owners())),
             )
         )
     return ComplianceEvaluation(submitted=True, untouched=untouched[:200], variants=out)
