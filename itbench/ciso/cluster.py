@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 import secrets
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -629,9 +630,10 @@ class LiveEvaluator:
 
 def cluster_of(env: object) -> tuple[Any, str] | None:
     """The kubeconfig and namespace of a live cluster environment (None: not one)."""
-    from itbench.environments.kube.environment import ClusterEnvironment
-
-    if isinstance(env, ClusterEnvironment):
+    # A cluster environment exists only once its module is imported: a twin's process does not
+    # pay for importing it.
+    module = sys.modules.get("itbench.environments.kube.environment")
+    if module is not None and isinstance(env, module.ClusterEnvironment):
         return env.kubeconfig, env.namespace
     return None
 
