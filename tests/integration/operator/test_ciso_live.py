@@ -362,18 +362,57 @@ def test_an_unreachable_cluster_is_the_platforms_failure(tmp_path: Path, rest: R
     assert score_compliance(evaluation, scenario, ttp=1.0).reason.startswith("PlatformError:")
 
 
-@pytest.mark.skipif(
+NEEDS_SANDBOX = pytest.mark.skipif(
     bool(sandbox.sandbox_problem()), reason=f"no evidence sandbox: {sandbox.sandbox_problem()}"
 )
-def test_rego_is_evaluated_on_evidence_collected_from_the_live_objects(rest: Rest) -> None:
-    scenario = _instance("ciso-opa-role-wildcard", "noncompliant")
-    _provision(rest, scenario)
-    submission = ComplianceSubmission(
-        rego=solutions.rego_module(solutions.REGO_K8S["role-wildcard"]),
+K8S_OPA = sorted(
+    p.parent.name for p in (ROOT / "scenarios" / "ciso").glob("ciso-opa-*/scenario.yaml")
+)
+
+
+def _rego_submission(scenario: Scenario, rules: str | None = None) -> ComplianceSubmission:
+    setting = next(str(f.args["setting"]) for f in scenario.spec.faults if f.id == "ciso.setting")
+    return ComplianceSubmission(
+        rego=solutions.rego_module(rules if rules is not None else solutions.REGO_K8S[setting]),
         collection=EvidenceCollection(
             kind=CollectionKind.SCRIPT, content=solutions.k8s_collection(NAMESPACE)
         ),
     )
+
+
+@NEEDS_SANDBOX
+@pytest.mark.parametrize("name", K8S_OPA)
+def test_every_k8s_opa_reference_passes_on_evidence_from_the_live_objects(
+    rest: Rest, name: str
+) -> None:
+    variants, problems = load_variants(ROOT / "scenarios" / "ciso" / name / "scenario.yaml")
+    assert variants is not None, problems
+    scenario = variants.instances[0].scenario
+    _provision(rest, scenario)
+    evaluation = _evaluator(rest, lambda _s: None, FakeClock()).evaluate(
+        scenario, _rego_submission(scenario)
+    )
+    scores = score_compliance(evaluation, scenario, ttp=1.0)
+    assert scores.passed, scores.reason
+    assert _leftovers(rest) == []
+
+
+@NEEDS_SANDBOX
+def test_an_always_compliant_rego_answer_fails_on_the_live_cluster(rest: Rest) -> None:
+    scenario = _instance("ciso-opa-role-wildcard", "compliant")
+    _provision(rest, scenario)
+    submission = _rego_submission(scenario, "violations := set()\n")
+    evaluation = _evaluator(rest, lambda _s: None, FakeClock()).evaluate(scenario, submission)
+    scores = score_compliance(evaluation, scenario, ttp=1.0)
+    assert not scores.passed
+    assert "WrongOnCounterpart" in scores.reason
+
+
+@NEEDS_SANDBOX
+def test_rego_is_evaluated_on_evidence_collected_from_the_live_objects(rest: Rest) -> None:
+    scenario = _instance("ciso-opa-role-wildcard", "noncompliant")
+    _provision(rest, scenario)
+    submission = _rego_submission(scenario)
     evaluation: ComplianceEvaluation = _evaluator(rest, lambda _s: None, FakeClock()).evaluate(
         scenario, submission
     )
