@@ -287,7 +287,8 @@ class Variant:
 
 @dataclass
 class LiveEvaluator:
-    """Evaluates CISO artefacts on a live cluster.
+    """Evaluates CISO artefacts on a live cluster, once: the names it creates are the
+    evaluation's (make one evaluator per submission).
 
     Attributes:
         rest: The cluster's API.
@@ -311,6 +312,7 @@ class LiveEvaluator:
     monotonic: Callable[[], float] = time.monotonic
     salt: str = field(default_factory=lambda: secrets.token_hex(8))
     _built: bool = field(init=False, default=False)
+    _used: bool = field(init=False, default=False)
 
     @property
     def token(self) -> str:
@@ -330,7 +332,13 @@ class LiveEvaluator:
 
         Never raises for the artefacts: an artefact problem is the evaluation's `problem` (or a
         variant's), a cluster failure a `platform_error`.
+
+        Raises:
+            RuntimeError: This evaluator has evaluated before (its names would repeat).
         """
+        if self._used:
+            raise RuntimeError("a LiveEvaluator evaluates once; make one per submission")
+        self._used = True
         started = self.monotonic()
         cls = class_of(scenario.spec.scenario_class)
         if cls is None:

@@ -455,3 +455,14 @@ def test_a_cluster_trials_artefacts_are_evaluated_live_and_a_twins_in_the_twin(
         assert _leftovers(rest) == []
     finally:
         env.close()
+
+
+def test_an_evaluator_evaluates_once_so_its_names_never_repeat(rest: Rest) -> None:
+    scenario = _instance("ciso-kyverno-host-network", "compliant")
+    evaluator = _evaluator(rest, lambda _s: None, FakeClock())
+    evaluator.evaluate(scenario, ComplianceSubmission(kyverno="a: [1, 2\nb: c"))
+    with pytest.raises(RuntimeError, match="evaluates once"):
+        evaluator.evaluate(scenario, ComplianceSubmission(kyverno="a: [1, 2\nb: c"))
+    other = _evaluator(rest, lambda _s: None, FakeClock())
+    assert LiveEvaluator(rest, NAMESPACE).token != LiveEvaluator(rest, NAMESPACE).token
+    assert other.token == evaluator.token  # the tests' fixed salt
