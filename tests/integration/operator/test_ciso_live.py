@@ -3,10 +3,13 @@ platform installs its copy of the agent's policy, waits for PolicyReports, reads
 removes what it made, also when Kyverno never reports or refuses the policy.
 
 No Kyverno runs here: `ReportsController` plays the part of Kyverno's reports controller for
-the platform's ClusterPolicies (marks each Ready and writes one PolicyReport per Deployment of
-the namespaces its rules match, in Kyverno v1.19.0's shape). It judges hostNetwork itself,
-whatever the policy says, so these tests prove the plumbing, not a policy's meaning; the
-`e2e` test in tests/e2e/test_ciso_kind.py runs the real Kyverno. The Kyverno CRDs served
+the platform's ClusterPolicies and ValidatingPolicies (marks each ready and writes one
+PolicyReport per Deployment of the namespaces it matches, in Kyverno v1.19.0's shape). It judges
+hostNetwork itself, whatever the policy says, so these tests prove the plumbing, not a policy's
+meaning; the `e2e` test in tests/e2e/test_ciso_kind.py runs the real Kyverno. The loopback API
+runs no controllers, so no Deployment has Pods: the stand-in reports on Deployments, as Kyverno's
+autogen rules do, where Kyverno would report on the Pods too. It does not admit or refuse
+policies either: `RefusingRest` answers as Kyverno's policy webhook does. The Kyverno CRDs served
 are the pinned ones (tests/fixtures/kyverno).
 """
 
@@ -107,7 +110,8 @@ def _install_kyverno_crds(cluster: Cluster) -> None:
 
 @dataclass
 class ReportsController:
-    """Kyverno's part, one reconcile per call, for the platform's ClusterPolicies."""
+    """Kyverno's part, one reconcile per call, for the platform's ClusterPolicies and
+    ValidatingPolicies."""
 
     rest: Rest
     runs: int = 0
@@ -140,8 +144,36 @@ class ReportsController:
                     f"/apis/apps/v1/namespaces/{namespace}/deployments"
                 ):
                     self._report(name, rule["name"], deployment)
+        for policy in self.rest.items("/apis/policies.kyverno.io/v1/validatingpolicies"):
+            name = policy["metadata"]["name"]
+            ready = {
+                "ready": True,
+                "conditions": [
+                    {
+                        "type": "RBACPermissionsGranted",
+                        "status": "True",
+                        "reason": "Succeeded",
+                        "message": "Policy is ready for reporting.",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ],
+            }
+            self.rest.call(
+                "PATCH",
+                f"/apis/policies.kyverno.io/v1/validatingpolicies/{name}/status",
+                {"status": {"conditionStatus": ready}},
+            )
+            selector = policy["spec"]["matchConstraints"]["namespaceSelector"]
+            [scope] = [e for e in selector["matchExpressions"] if e["key"] == rp.NAME_LABEL]
+            for namespace in scope["values"]:
+                for deployment in self.rest.items(
+                    f"/apis/apps/v1/namespaces/{namespace}/deployments"
+                ):
+                    self._report(name, "", deployment, source="KyvernoValidatingPolicy")
 
-    def _report(self, policy: str, rule: str, deployment: dict[str, Any]) -> None:
+    def _report(
+        self, policy: str, rule: str, deployment: dict[str, Any], source: str = "kyverno"
+    ) -> None:
         meta = deployment["metadata"]
         host = (deployment["spec"]["template"]["spec"]).get("hostNetwork") is True
         result, verb = ("fail", "failed") if host else ("pass", "passed")
@@ -164,9 +196,9 @@ class ReportsController:
             "scope": ref,
             "results": [
                 {
-                    "source": "kyverno",
+                    "source": source,
                     "policy": policy,
-                    "rule": f"autogen-{rule}",
+                    **({"rule": f"autogen-{rule}"} if rule else {}),
                     "result": result,
                     "message": f"validation rule 'autogen-{rule}' {verb}.",
                     "scored": True,
@@ -466,3 +498,17 @@ def test_an_evaluator_evaluates_once_so_its_names_never_repeat(rest: Rest) -> No
     other = _evaluator(rest, lambda _s: None, FakeClock())
     assert LiveEvaluator(rest, NAMESPACE).token != LiveEvaluator(rest, NAMESPACE).token
     assert other.token == evaluator.token  # the tests' fixed salt
+
+
+def test_a_validating_policy_is_scored_on_its_reports_once_kyverno_says_it_is_ready(
+    rest: Rest,
+) -> None:
+    scenario = _instance("ciso-kyverno-host-network", "noncompliant")
+    _provision(rest, scenario)
+    policy = solutions.validating_policy("cis-host-network", solutions.CEL["host-network"], "no")
+    kyverno = ReportsController(rest)
+    evaluation = _evaluator(rest, kyverno, FakeClock()).evaluate(scenario, _submission(policy))
+    scores = score_compliance(evaluation, scenario, ttp=1.0)
+    assert scores.passed, scores.reason
+    assert f"{NAMESPACE}/Deployment/cart" in kyverno.reported
+    assert rest.items("/apis/policies.kyverno.io/v1/validatingpolicies") == []
