@@ -393,3 +393,19 @@ def test_counterpart_manifests_are_valid_kubernetes_objects_whose_pods_never_run
             assert m["metadata"]["namespace"] == "itbench-ciso-abc"
         if m["kind"] == "Deployment":
             assert m["spec"]["template"]["spec"]["nodeSelector"][HOLD_LABEL] == "true"
+
+
+def test_kyvernos_reports_controller_may_read_every_rbac_kind_controls_assess() -> None:
+    # The chart binds the reports controller to `view`, which reads no RBAC objects; without a
+    # grant in the stack's values, controls on Roles and RoleBindings would never be reported.
+    from itbench.core.ciso.namespace import TARGET_KINDS
+
+    values = yaml.safe_load((ROOT.parents[1] / "itbench/stack/values/kyverno.yaml").read_text())
+    grants = values["reportsController"]["rbac"]["clusterRole"]["extraResources"]
+    granted = {
+        (group, resource) for g in grants for group in g["apiGroups"] for resource in g["resources"]
+    }
+    rbac = [k for k in TARGET_KINDS if k in ("Role", "RoleBinding", "ClusterRole")]
+    assert rbac
+    for kind in rbac:
+        assert ("rbac.authorization.k8s.io", f"{kind.lower()}s") in granted
