@@ -3,20 +3,25 @@ replaying recorded answers), the real gateway in-process, the trial's state mach
 
 `offline_crew` (a fixture) switches telemetry off, gives CrewAI a temporary HOME and refuses
 every network connection, so nothing leaves the machine.
+
+CrewAI (with LiteLLM) takes seconds of CPU to import, and every test worker collects every test
+module, so nothing here or in the crew test modules imports it at collection: a crew is named by
+its module and imported when a test runs it (`skip_without_crewai` skips a module when CrewAI is
+not installed, without importing it).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agents.crew.models import CrewLLM, load_script, scripted_model
-from agents.crew.session import work_trial
 from itbench.catalog_files import load_catalog
 from itbench.cli.serve import PracticeTrial, practice_trial
 from itbench.client import Domain, ITBenchClient
@@ -27,13 +32,24 @@ from itbench.execution.artefacts import read_steps
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import drive_trial
 
+if TYPE_CHECKING:
+    from agents.crew.models import CrewLLM
+
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "agents"
 NO_CREWAI = "CrewAI is not installed: pip install -e '.[agents]' (make venv installs it)"
 
 
+def skip_without_crewai() -> None:
+    """Skip the calling test module when CrewAI is not installed (found, not imported)."""
+    if importlib.util.find_spec("crewai") is None:
+        pytest.skip(NO_CREWAI, allow_module_level=True)
+
+
 def recorded(name: str) -> tuple[list[str], list[str]]:
     """A recorded session from the fixtures: the reasoning and the tool model's answers."""
+    from agents.crew.models import load_script
+
     return load_script(FIXTURES / name)
 
 
@@ -93,15 +109,19 @@ def run_crew(
     reasoning: list[str],
     tool: list[str],
     *,
-    build: Callable[..., Any],
+    crew: str,
     domain: Domain,
     steps_path: Path,
     seed: int = 42,
     agent_seconds: int = 1800,
     args: dict[str, str] | None = None,
 ) -> CrewRun:
-    """Run a crew with scripted models on a fresh simulated trial of `scenario` (a catalog name,
-    or one instance of a scenario) and score it."""
+    """Run a crew (its module, e.g. `agents.crewai_sre.crew`) with scripted models on a fresh
+    simulated trial of `scenario` (a catalog name, or one instance of a scenario) and score it."""
+    from agents.crew.models import scripted_model
+    from agents.crew.session import work_trial
+
+    build = importlib.import_module(crew).build
     if isinstance(scenario, str):
         catalog, problems = load_catalog(ROOT / "scenarios")
         assert problems == []

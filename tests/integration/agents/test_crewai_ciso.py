@@ -12,11 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip(
-    "crewai", reason="CrewAI is not installed: pip install -e '.[agents]' (make venv installs it)"
-)
-
 from click.testing import CliRunner
 
 from agents.crew.linters import GuardrailError, LintError
@@ -27,7 +22,6 @@ from agents.crewai_ciso.artefacts import (
     lint_rego,
     read_requirement,
 )
-from agents.crewai_ciso.crew import build
 from itbench.catalog_files import load_catalog
 from itbench.cli.run import run_command
 from itbench.client import Domain
@@ -43,7 +37,10 @@ from tests.integration.agents.crew_harness import (
     offline_crew,
     recorded,
     run_crew,
+    skip_without_crewai,
 )
+
+skip_without_crewai()
 
 __all__ = ["offline_crew"]
 
@@ -68,7 +65,7 @@ def ciso(tmp_path: Path, scenario: Scenario, reasoning: list[str], tool: list[st
         scenario,
         reasoning,
         tool,
-        build=build,
+        crew="agents.crewai_ciso.crew",
         domain=Domain.CISO,
         steps_path=tmp_path / "steps.jsonl",
         agent_seconds=900,

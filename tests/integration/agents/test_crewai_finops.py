@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip(
-    "crewai", reason="CrewAI is not installed: pip install -e '.[agents]' (make venv installs it)"
-)
-
-from agents.crewai_finops.crew import build
 from itbench.client import Domain
 from itbench.core.models.trial import TrialPhase
-from tests.integration.agents.crew_harness import offline_crew, recorded, run_crew
+from tests.integration.agents.crew_harness import (
+    offline_crew,
+    recorded,
+    run_crew,
+    skip_without_crewai,
+)
+
+skip_without_crewai()
 
 __all__ = ["offline_crew"]
 
@@ -28,7 +30,7 @@ def test_the_finops_crew_restores_a_wasteful_autoscaler_and_the_cost_alerts_clea
         "finops-frontend-hpa-misconfiguration",
         reasoning,
         tool,
-        build=build,
+        crew="agents.crewai_finops.crew",
         domain=Domain.FINOPS,
         steps_path=tmp_path / "steps.jsonl",
     )

@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-pytest.importorskip(
-    "crewai", reason="CrewAI is not installed: pip install -e '.[agents]' (make venv installs it)"
-)
-
 from itbench.cli.run import run_command
 from itbench.core.models.report import Report
 from itbench.execution.artefacts import RunStore
-from tests.integration.agents.crew_harness import FIXTURES, ROOT, offline_crew
+from tests.integration.agents.crew_harness import FIXTURES, ROOT, offline_crew, skip_without_crewai
+
+skip_without_crewai()
 
 __all__ = ["offline_crew"]
 

@@ -9,11 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip(
-    "crewai", reason="CrewAI is not installed: pip install -e '.[agents]' (make venv installs it)"
-)
-
-from agents.crewai_sre.crew import build
 from itbench.client import Domain
 from itbench.core.models.trial import TrialPhase
 from tests.integration.agents.crew_harness import (
@@ -23,7 +18,10 @@ from tests.integration.agents.crew_harness import (
     offline_crew,
     recorded,
     run_crew,
+    skip_without_crewai,
 )
+
+skip_without_crewai()
 
 __all__ = ["offline_crew"]
 
@@ -56,7 +54,7 @@ def sre(tmp_path: Path, reasoning: list[str], tool: list[str], **kw: object) -> 
         kw.pop("scenario", "cart-flagd-failure"),  # type: ignore[arg-type]
         reasoning,
         tool,
-        build=build,
+        crew="agents.crewai_sre.crew",
         domain=Domain.SRE,
         steps_path=tmp_path / "steps.jsonl",
         **kw,  # type: ignore[arg-type]
