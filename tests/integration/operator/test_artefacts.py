@@ -48,6 +48,9 @@ from itbench.operator.workloads import workload_name
 pytestmark = pytest.mark.asyncio
 
 SCENARIO = "cart-flagd-failure"
+RUN_SECONDS = 120.0
+"""How long a run of a few trials may take: seconds on an idle machine, but the trials share two
+cores with the rest of the suite."""
 QUERY = 'sum(rate(http_server_duration_seconds_count{service="cart"}[5m]))'
 
 Asgi = Callable[..., Awaitable[None]]
@@ -171,6 +174,7 @@ async def test_a_trials_trajectory_is_stored_with_exactly_its_calls_and_owned_by
     await asyncio.to_thread(external_agent)
     await until(
         lambda: status_of(lab, "benchmarkruns", "kept").get("phase") in ("Succeeded", "Failed"),
+        within=RUN_SECONDS,
         what="the run complete",
     )
     (trial,) = trials_of(lab, "kept")
@@ -226,6 +230,7 @@ async def test_an_oversized_trajectory_keeps_its_first_calls_and_says_so(lab: La
     )
     await until(
         lambda: status_of(lab, "benchmarkruns", "long").get("phase") == "Succeeded",
+        within=RUN_SECONDS,
         what="the run complete",
     )
     (trial,) = trials_of(lab, "long")
@@ -363,6 +368,7 @@ async def test_the_retention_limit_keeps_the_first_trajectories_of_a_run(lab: La
     )
     await until(
         lambda: status_of(lab, "benchmarkruns", "few").get("phase") == "Succeeded",
+        within=RUN_SECONDS,
         what="the run complete",
     )
     trials = trials_of(lab, "few")
@@ -468,6 +474,7 @@ async def test_a_page_too_large_with_its_trajectories_is_stored_without_them(
     )
     await until(
         lambda: status_of(lab, "benchmarkruns", "big").get("phase") == "Succeeded",
+        within=RUN_SECONDS,
         what="the run complete",
     )
     stored = config_map(lab, "big-report")
