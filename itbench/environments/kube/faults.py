@@ -10,6 +10,10 @@ equals its baseline). Each kind of change has its playbook: `faults/object-patch
 `faults/object-create.yaml` (which waits for Chaos Mesh's AllInjected), `faults/flagd.yaml`,
 `faults/rollout.yaml` (which waits for the rollout); `faults/restore.yaml` puts patched objects
 back.
+
+An injection is one playbook run, and so is a removal: consecutive changes of one kind make one
+step, and several steps run as `faults/steps.yaml`, which runs each step's playbook tasks in
+order (an Ansible process and each module's start-up cost seconds of CPU; the steps share them).
 """
 
 from __future__ import annotations
@@ -44,6 +48,12 @@ PLAYBOOK_FOR_OP = {
 """The playbook that makes each kind of change."""
 
 RESTORE_PLAYBOOK = "faults/restore.yaml"
+
+STEPS_PLAYBOOK = "faults/steps.yaml"
+"""Runs several steps (each the tasks of one of the playbooks above) in one Ansible run."""
+
+STEP_VARS = ("changes", "objects", "restarted_at")
+"""The extra vars of a playbook that belong to its step in a steps run (the rest are shared)."""
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 """The pod-template annotation a rollout stamps (as `kubectl rollout restart` does)."""
@@ -201,6 +211,7 @@ def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
             )
         else:
             runs.append((RESTORE_PLAYBOOK, {"objects": [restorable(item.before)]}))
+    runs = _merge_restores(runs)
     if again:
         runs.append(
             (
@@ -212,6 +223,75 @@ def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
             )
         )
     return runs
+
+
+def _merge_restores(runs: list[tuple[str, Json]]) -> list[tuple[str, Json]]:
+    """Consecutive restores as one (the playbook replaces its objects in order)."""
+    out: list[tuple[str, Json]] = []
+    for playbook, extravars in runs:
+        if playbook == RESTORE_PLAYBOOK and out and out[-1][0] == RESTORE_PLAYBOOK:
+            out[-1][1]["objects"].extend(extravars["objects"])
+        else:
+            out.append((playbook, extravars))
+    return out
+
+
+def inject_plan(
+    changes: Sequence[ObjectChange], flagd_key: str = FLAGD_CONFIG_KEY
+) -> list[tuple[str, Json]]:
+    """The playbook steps that make changes, in order: consecutive changes of one kind (and,
+    for set-flag, of one ConfigMap) make one step.
+
+    Raises:
+        KeyError: A change's op has no playbook.
+    """
+    runs: list[tuple[str, Json]] = []
+    previous: tuple[str, str] | None = None
+    for change in changes:
+        playbook = PLAYBOOK_FOR_OP[change.op]
+        key = (change.op, change.name if change.op == "set-flag" else "")
+        wire = change.model_dump(mode="json", by_alias=True)
+        if key == previous:
+            runs[-1][1]["changes"].append(wire)
+            continue
+        extravars: Json = {"changes": [wire]}
+        if change.op == "set-flag":
+            extravars["flagd_key"] = flagd_key
+        runs.append((playbook, extravars))
+        previous = key
+    return runs
+
+
+def one_run(runs: Sequence[tuple[str, Json]], keep_going: bool = False) -> tuple[str, Json]:
+    """One playbook run that makes every step: the step's own playbook when there is one, else
+    `faults/steps.yaml` with each step's tasks and variables.
+
+    Args:
+        runs: (playbook, extra vars) steps, in order (at least one).
+        keep_going: A failed step does not stop the later ones (removal); the run still fails.
+    """
+    if len(runs) == 1:
+        return runs[0]
+    shared: Json = {}
+    steps: list[Json] = []
+    for playbook, extravars in runs:
+        step: Json = {"tasks": Path(playbook).stem, "label": step_label(playbook, extravars)}
+        for key, value in extravars.items():
+            if key in STEP_VARS:
+                step[key] = value
+            else:
+                shared[key] = value
+        steps.append(step)
+    return STEPS_PLAYBOOK, {**shared, "steps": steps, "keep_going": keep_going}
+
+
+def step_label(playbook: str, extravars: Mapping[str, Any]) -> str:
+    """What a step changes, for messages (`merge-patch Deployment/cart, ...`)."""
+    if "objects" in extravars:
+        objects = extravars["objects"]
+        return ", ".join(f"restore {o['kind']}/{o['metadata']['name']}" for o in objects)
+    changes = extravars.get("changes") or []
+    return ", ".join(f"{c['op']} {c['kind']}/{c['name']}" for c in changes) or playbook
 
 
 def restarted_at(deployment: Json | None) -> str | None:
@@ -247,14 +327,15 @@ class ClusterFaults:
         }
 
     def inject(self, changes: Sequence[ObjectChange]) -> list[AppliedChange]:
-        """Make a fault's changes, one playbook run per change, keeping what undoes them.
+        """Make a fault's changes in one playbook run, keeping what undoes them.
+
+        Every object a change needs is read first; nothing is run unless all of them exist.
 
         Raises:
-            EnvironmentFailure: A change failed; the ones made before it have been undone.
+            EnvironmentFailure: A change failed; whatever the run made has been undone.
         """
-        applied: list[AppliedChange] = []
+        attempted: list[AppliedChange] = []
         for change in changes:
-            attempted: AppliedChange | None = None
             try:
                 before = (
                     None
@@ -267,41 +348,49 @@ class ClusterFaults:
                     raise PlaybookError(
                         f"{change.kind} {change.namespace or ''}/{change.name} not found"
                     )
-                previous = flag_variant(before, change.flag, self.flagd_key)
-                attempted = AppliedChange(
+            except PlaybookError as exc:
+                raise EnvironmentFailure(
+                    f"injecting {change.op} {change.kind}/{change.name} failed: {exc}"
+                ) from None
+            previous = flag_variant(before, change.flag, self.flagd_key)
+            attempted.append(
+                AppliedChange(
                     change=change,
                     before=before,
                     previous_variant=previous if change.op == "set-flag" else None,
                 )
-                extravars: Json = {"changes": [change.model_dump(mode="json", by_alias=True)]}
-                if change.op == "set-flag":
-                    extravars["flagd_key"] = self.flagd_key
-                self.runner.run(PLAYBOOK_FOR_OP[change.op], self._vars(extravars))
-            except (PlaybookError, KeyError) as exc:
-                # A playbook that failed after its change (a Chaos Mesh experiment never
-                # injected, a rollout that never finished) leaves the change in place: undo it too.
-                partial = [*applied, attempted] if attempted is not None else applied
-                self._undo_quietly(partial)
-                raise EnvironmentFailure(
-                    f"injecting {change.op} {change.kind}/{change.name} failed: {exc}"
-                ) from None
-            applied.append(attempted)
-        return applied
+            )
+        if not attempted:
+            return attempted
+        try:
+            playbook, extravars = one_run(inject_plan(changes, self.flagd_key))
+        except KeyError as exc:
+            raise EnvironmentFailure(f"injecting: no playbook makes {exc}") from None
+        try:
+            self.runner.run(playbook, self._vars(extravars))
+        except PlaybookError as exc:
+            # A run that failed part-way (a Chaos Mesh experiment never injected, a rollout that
+            # never finished, a later patch refused) leaves changes in place: undo them all
+            # (undoing a change that was not made writes the object as it already is).
+            self._undo_quietly(attempted)
+            made = ", ".join(f"{a.change.op} {a.change.kind}/{a.change.name}" for a in attempted)
+            raise EnvironmentFailure(f"injecting {made} failed: {exc}") from None
+        return attempted
 
     def remove(self, applied: Sequence[AppliedChange]) -> None:
-        """Undo applied changes (latest first).
+        """Undo applied changes (latest first) in one playbook run.
 
         Raises:
             EnvironmentFailure: A step failed (the others were still attempted).
         """
-        failures: list[str] = []
-        for playbook, extravars in undo_plan(applied):
-            try:
-                self.runner.run(playbook, self._vars(extravars))
-            except PlaybookError as exc:
-                failures.append(str(exc))
-        if failures:
-            raise EnvironmentFailure("removing the fault failed: " + "; ".join(failures))
+        runs = undo_plan(applied)
+        if not runs:
+            return
+        playbook, extravars = one_run(runs, keep_going=True)
+        try:
+            self.runner.run(playbook, self._vars(extravars))
+        except PlaybookError as exc:
+            raise EnvironmentFailure(f"removing the fault failed: {exc}") from None
 
     def _undo_quietly(self, applied: Sequence[AppliedChange]) -> None:
         try:
@@ -367,6 +456,8 @@ class AnsiblePlaybookRunner:
         envvars = {
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            # Modules run on this host: fed to the interpreter, not copied to a file first.
+            "ANSIBLE_PIPELINING": "1",
             # ansible-runner starts `ansible-playbook` by name: find the one installed with us.
             "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
         }
@@ -381,6 +472,8 @@ class AnsiblePlaybookRunner:
                 extravars=variables,
                 envvars=envvars,
                 quiet=True,
+                # Only failures are read back (`_failure`); the other events stay small.
+                only_failed_event_data=True,
                 timeout=self.timeout_seconds,
             )
             if result.status != "successful":
@@ -405,13 +498,21 @@ def ansible_playbook() -> str:
 
 
 def _failure(result: Any) -> str:
-    """What the first failed task said (or the run's status)."""
-    for event in result.events:
-        if event.get("event") in ("runner_on_failed", "runner_item_on_failed"):
-            data = event.get("event_data") or {}
-            res = data.get("res") or {}
-            message = res.get("msg") or res.get("reason") or "failed"
-            return f"task {data.get('task', '?')!r}: {message}"
+    """What the failed task that stopped the run said (or the run's status).
+
+    The last failure is the one that stopped the run (a steps run notes its steps' failures and
+    fails at the end naming them); a failed loop says which item failed and why.
+    """
+    failed = [e for e in result.events if e.get("event") == "runner_on_failed"]
+    if failed:
+        data = failed[-1].get("event_data") or {}
+        res = data.get("res") or {}
+        items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+        detail = items[0] if items else res
+        message = detail.get("msg") or detail.get("reason") or "failed"
+        label = detail.get("_ansible_item_label") if items else None
+        where = f" ({label})" if label else ""
+        return f"task {data.get('task', '?')!r}{where}: {message}"
     try:
         tail = [line.strip() for line in result.stdout.read().splitlines() if line.strip()][-3:]
     except (OSError, ValueError):
