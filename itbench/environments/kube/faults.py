@@ -148,8 +148,9 @@ def flag_variant(configmap: Json | None, flag: str, key: str = FLAGD_CONFIG_KEY)
 
 
 def undo_plan(applied: Sequence[AppliedChange]) -> list[tuple[str, Json]]:
-    """The playbook runs that undo applied changes, in order (latest change first, and every
-    rolled-out Deployment rolled out again last, so it starts from the restored objects).
+    """The playbook steps that undo applied changes, in order (latest change first, consecutive
+    restores as one step, and every rolled-out Deployment rolled out again last, so it starts
+    from the restored objects).
 
     Args:
         applied: The changes as made, in the order they were made.
