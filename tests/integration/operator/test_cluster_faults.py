@@ -198,6 +198,20 @@ def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def unrestorable() -> AppliedChange:
+    """A patch whose earlier object cannot be put back (its kind is not served)."""
+    return AppliedChange(
+        change=ObjectChange(
+            op="merge-patch", api_version="example.com/v1", kind="Nothing", name="bogus"
+        ),
+        before={
+            "apiVersion": "example.com/v1",
+            "kind": "Nothing",
+            "metadata": {"name": "bogus", "namespace": NS},
+        },
+    )
+
+
 def test_every_fault_names_a_playbook_that_exists_and_makes_its_changes() -> None:
     for fault in all_faults():
         assert (PLAYBOOK_DIR / fault.playbook).is_file(), fault.id
@@ -257,19 +271,8 @@ def test_patch_faults_merge_strategically_and_removal_restores_every_object(
         p for p in before["flagd-service"]["spec"]["ports"] if p["port"] != 8013
     ], "the other ports are untouched"
     # Removal puts every object back, and goes on past one it cannot put back, naming it.
-    bogus = {
-        "apiVersion": "example.com/v1",
-        "kind": "Nothing",
-        "metadata": {"name": "bogus", "namespace": NS},
-    }
-    unknown = AppliedChange(
-        change=ObjectChange(
-            op="merge-patch", api_version="example.com/v1", kind="Nothing", name="bogus"
-        ),
-        before=bogus,
-    )
     with pytest.raises(EnvironmentFailure, match="Nothing/bogus"):
-        faults.remove([*applied[:2], unknown, *applied[2:]])
+        faults.remove([*applied[:2], unrestorable(), *applied[2:]])
     assert spec_of(stored(api, "apps", "deployments", "cart")) == spec_of(before["cart"])
     assert spec_of(stored(api, "apps", "deployments", "flagd")) == spec_of(before["flagd"])
     assert spec_of(stored(api, "", "services", "flagd")) == spec_of(before["flagd-service"])
@@ -297,7 +300,10 @@ def test_created_objects_are_deleted_on_removal_and_pods_by_label_on_injection(
     assert stored(api, "", "resourcequotas", "memory")["spec"]["hard"] == {"memory": "1Gi"}
     assert [p["metadata"]["name"] for p in api[0].objects("", "pods", NS)] == ["cart-1"]
     assert [a.before for a in applied] == [None, None, None]
-    faults.remove(applied)
+    # Removal is one run of several steps (restore, then the deletes); a failed step does not
+    # stop the later ones, and the run names it.
+    with pytest.raises(EnvironmentFailure, match="restore Nothing/bogus"):
+        faults.remove([*applied, unrestorable()])
     assert stored(api, "networking.k8s.io", "networkpolicies", name) is None
     assert stored(api, "", "resourcequotas", "memory") is None
 
