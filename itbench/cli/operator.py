@@ -55,6 +55,14 @@ def operator() -> None:
     "[default: the --agent-service-account, without a token].",
 )
 @click.option(
+    "--injector-service-account",
+    default=None,
+    metavar="NAMESPACE/NAME",
+    help="ServiceAccount the fault playbooks run as in cluster runs on the operator's own "
+    "cluster, with a short-lived token per playbook run (its Roles hold what faults change) "
+    "[default: the operator's own identity].",
+)
+@click.option(
     "--trial-image",
     default=None,
     help="Image of the Jobs running `environment.execution: job` trials (the operator's "
@@ -97,6 +105,7 @@ def run(
     gateway_url: str | None,
     agent_service_account: str | None,
     cluster_agent_service_account: str | None,
+    injector_service_account: str | None,
     trial_image: str | None,
     trial_service_account: str | None,
     tick_seconds: float,
@@ -115,6 +124,15 @@ def run(
         operator_environments,
     )
 
+    injector: tuple[str, str] | None = None
+    if injector_service_account is not None:
+        injector_ns, _, injector_name = injector_service_account.partition("/")
+        if not injector_ns or not injector_name or "/" in injector_name:
+            raise click.BadParameter(
+                f"{injector_service_account!r} is not NAMESPACE/NAME",
+                param_hint="--injector-service-account",
+            )
+        injector = (injector_ns, injector_name)
     ops = settings.operator
     level = (log_level or ops.log_level).upper()
     configure_logging(logging.getLevelNamesMapping()[level], json_lines=log_format == "json")
@@ -122,6 +140,7 @@ def run(
         trial_tick_seconds=tick_seconds,
         agent_service_account=agent_service_account or ops.agent_service_account,
         cluster_agent_service_account=cluster_agent_service_account,
+        injector_service_account=injector,
         trajectories_per_run=(
             ops.trajectories_per_run if trajectories_per_run is None else trajectories_per_run
         ),

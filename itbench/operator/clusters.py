@@ -47,6 +47,7 @@ from itbench.execution.evidence import AgentRecord, EvidenceStore, TopologyRecor
 from itbench.operator.artefacts import ARTEFACT_LABEL, MAX_NAME
 from itbench.operator.bodies import ANNOTATION_PREFIX, bounded
 from itbench.operator.kubeapi import BENCHMARK_RUNS, TRIALS, WRITE_ERRORS, Json, KubeApi
+from itbench.operator.workloads import service_account
 
 log = logging.getLogger(__name__)
 
@@ -504,6 +505,8 @@ class ClusterTargets:
         own_kubeconfig: str | None = None,
         collections_path: str | None = None,
         workdir: Path | None = None,
+        injector: tuple[str, str] | None = None,
+        agent_account: str | None = None,
     ) -> None:
         """Bind the factory to the operator's API.
 
@@ -513,10 +516,16 @@ class ClusterTargets:
             collections_path: Where kubernetes.core is installed (None: Ansible's search path).
             workdir: Where kubeconfigs are written for the playbooks (None: a private temporary
                 directory).
+            injector: On the operator's own cluster, the ServiceAccount (namespace, name) the
+                fault playbooks run as (None: the operator's identity).
+            agent_account: On the operator's own cluster, the ServiceAccount (in the Trial's
+                namespace) agent actions are carried out as (None: the operator's identity).
         """
         self.api = api
         self.own_kubeconfig = own_kubeconfig
         self.collections_path = collections_path
+        self.injector = injector
+        self.agent_account = agent_account
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="itbench-clusters-"))
         self._lock = threading.Lock()
         self._reported: dict[tuple[str, str], str] = {}
@@ -597,12 +606,23 @@ class ClusterTargets:
     def _connect(
         self, target: Target, ctx: TrialContext, namespace: str, name: str, lease: Lease
     ) -> LeasedClusterEnvironment:
+        """The trial's environment on a target. On the operator's own cluster the playbooks
+        run as the injector's account and agent actions as the cluster agents' account of the
+        Trial's namespace (each when configured); on a registered cluster both use the
+        kubeconfig's identity."""
+        own = target.secret == OWN_CLUSTER
+        agent: tuple[str, str] | None = None
+        if own and self.agent_account is not None:
+            agent = (namespace, self.agent_account)
+            self.api.ensure(service_account(namespace, self.agent_account))
         return connect(
             LeasedClusterEnvironment,
             target.server,
             kubeconfig=self._write(target.text),
             namespace=ctx.namespace,
             collections_path=self.collections_path,
+            injector=self.injector if own else None,
+            agent_account=agent,
             api=self.api,
             trial=(namespace, name),
             lease=lease,

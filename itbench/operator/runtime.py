@@ -45,7 +45,11 @@ class OperatorConfig:
         gateway_url: URL agents in Jobs reach the gateway at.
         agent_service_account: ServiceAccount the agent Jobs run as (no RBAC bindings).
         cluster_agent_service_account: ServiceAccount the agent Jobs of cluster runs on the
-            operator's own cluster run as, with its token (None: agent_service_account, without).
+            operator's own cluster run as, with its token (None: agent_service_account, without),
+            and the account every agent action of those runs is carried out as (None: the
+            operator's identity).
+        injector_service_account: ServiceAccount (namespace, name) the fault playbooks run as
+            on the operator's own cluster (None: the operator's identity).
         trajectory_bytes: Most bytes of the trajectory document stored per Trial (a ConfigMap
             holds at most 1 MiB); longer trajectories keep their first calls and say so.
         trajectories_per_run: Most Trials of one run whose trajectories are stored (0: none);
@@ -76,6 +80,7 @@ class OperatorConfig:
     gateway_url: str = "http://itbench-gateway.itbench-system.svc:8080"
     agent_service_account: str = "itbench-agent"
     cluster_agent_service_account: str | None = None
+    injector_service_account: tuple[str, str] | None = None
     trajectory_bytes: int = TRAJECTORY_BYTES
     trajectories_per_run: int = 500
     report_bytes: int = REPORT_BYTES
@@ -108,7 +113,11 @@ def operator_environments(api: KubeApi, config: OperatorConfig) -> EnvironmentFa
     from itbench.operator.clusters import ClusterTargets
 
     clusters = ClusterTargets(
-        api, own_kubeconfig=config.own_kubeconfig, collections_path=config.collections_path
+        api,
+        own_kubeconfig=config.own_kubeconfig,
+        collections_path=config.collections_path,
+        injector=config.injector_service_account,
+        agent_account=config.cluster_agent_service_account,
     )
 
     def factory(ctx: TrialContext) -> Environment:

@@ -380,32 +380,30 @@ def test_the_operator_pod_accepts_only_its_own_ports_and_policies_can_be_off(
     assert "NetworkPolicy" not in {d["kind"] for d in render(helm, "networkPolicy.enabled=false")}
 
 
-# ---- the operator on its own cluster: what provisioning, injection and telemetry need ----------
+# ---- the operator on its own cluster: what provisioning, the baseline and telemetry need ------
 OPERATOR = (NAMESPACE, "bench-itbench")
 ENVIRONMENT = [
     Request("list", "secrets", "", SCENARIO_NS),  # the baseline holds every object
-    Request("patch", "deployments", "apps", SCENARIO_NS, "checkout"),  # object patch
-    Request("create", "resourcequotas", "", SCENARIO_NS),  # quota
-    Request("delete", "pods", "", SCENARIO_NS, "ad-1"),
-    Request("patch", "configmaps", "", SCENARIO_NS, "flagd-config"),  # flagd flag
-    Request("create", "secrets", "", SCENARIO_NS),  # object create
-    Request("delete", "services", "", SCENARIO_NS, "product-catalog"),
-    Request("create", "networkpolicies", "networking.k8s.io", SCENARIO_NS),
+    Request("list", "deployments", "apps", SCENARIO_NS),
+    Request("get", "deployments", "apps", SCENARIO_NS, "checkout"),  # a fault's before-state
+    Request("list", "configmaps", "", SCENARIO_NS),
+    Request("get", "pods/log", "", SCENARIO_NS, "frontend-1"),
     *(
-        Request(verb, plural, "chaos-mesh.org", SCENARIO_NS)
-        for verb in ("create", "delete")
+        Request("list", plural, "chaos-mesh.org", SCENARIO_NS)  # a leftover experiment
         for plural in ("podchaos", "networkchaos", "stresschaos", "httpchaos", "jvmchaos")
     ),
-    Request("create", "schedules", "chaos-mesh.org", SCENARIO_NS),
-    Request("patch", "nodes", "", None, "itbench-worker"),  # node cordon
-    Request("create", "priorityclasses", "scheduling.k8s.io", None),
+    Request("get", "nodes", "", None, "itbench-worker"),
+    Request("list", "priorityclasses", "scheduling.k8s.io", None),
     Request("list", "clusterroles", "rbac.authorization.k8s.io", None),
-    Request("get", "services/proxy", "", SCENARIO_NS, "flagd:8013"),
+    Request("create", "services/proxy", "", SCENARIO_NS, "flagd:8016"),  # OFREP is a POST
     Request("get", "services/proxy", "", "monitoring", "kube-prometheus-stack-prometheus:9090"),
     Request("get", "services/proxy", "", "monitoring", "loki:3100"),
+    Request("create", "serviceaccounts/token", "", NAMESPACE, "itbench-injector"),
+    Request("create", "serviceaccounts/token", "", NAMESPACE, CLUSTER_AGENT),
 ]
-
-"""What a cluster trial on the operator's own cluster asks of the API, by fault mechanism."""
+"""What a cluster trial on the operator's own cluster asks of the API as the operator; what
+faults change is the injector's (test_chart_injector_limits.py), what agents change the cluster
+agents' account's."""
 
 
 @pytest.mark.parametrize("request_", ENVIRONMENT, ids=lambda r: f"{r.verb}-{r.resource}")
@@ -414,12 +412,14 @@ def test_the_operator_may_run_cluster_trials_on_its_own_cluster(
     request_: Request,
 ) -> None:
     assert authorizer(helm).can(OPERATOR, request_)
+    if request_.name == CLUSTER_AGENT:
+        return  # the cluster agents live in the watched namespaces (checked below)
     watched = "watchNamespaces={team-a}"  # the operator's own objects only in team-a
     assert authorizer(helm, watched).can(OPERATOR, request_)
     assert not authorizer(helm, watched, "ownCluster.enabled=false").can(OPERATOR, request_)
 
 
-def test_the_operators_cluster_rights_stop_at_the_stack(helm: Path) -> None:  # noqa: F811
+def test_the_operators_cluster_rights_stop_at_reading(helm: Path) -> None:  # noqa: F811
     # With watched namespaces what remains outside them is the environment's rights alone.
     rbac = authorizer(helm, "watchNamespaces={team-a}")
     for request in [
@@ -427,10 +427,20 @@ def test_the_operators_cluster_rights_stop_at_the_stack(helm: Path) -> None:  # 
         Request("list", "secrets", "", "kube-system"),
         Request("get", "pods", "", "chaos-mesh"),
         Request("delete", "nodes", "", None, "itbench-worker"),
+        Request("patch", "nodes", "", None, "itbench-worker"),
+        Request("create", "priorityclasses", "scheduling.k8s.io", None),
         Request("delete", "namespaces", "", None, SCENARIO_NS),
         Request("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
         Request("create", "rolebindings", "rbac.authorization.k8s.io", SCENARIO_NS),
         Request("patch", "deployments", "apps", "monitoring", "kube-prometheus-stack-operator"),
         Request("get", "services/proxy", "", "kube-system", "kube-dns:53"),
+        # In the scenario namespace it changes nothing: faults are the injector's, repairs the
+        # agents' (the gateway carries out their actions as the cluster agents' account).
+        Request("patch", "deployments", "apps", SCENARIO_NS, "checkout"),
+        Request("update", "configmaps", "", SCENARIO_NS, "flagd-config"),
+        Request("delete", "pods", "", SCENARIO_NS, "ad-1"),
+        Request("create", "podchaos", "chaos-mesh.org", SCENARIO_NS),
+        Request("create", "serviceaccounts/token", "", SCENARIO_NS, "default"),
+        Request("create", "serviceaccounts/token", "", "team-a", "itbench-agent"),
     ]:
         assert not rbac.can(OPERATOR, request), request

@@ -14,13 +14,22 @@ from the cluster into a scratch store, the simulator's action code runs on them,
 object it changed is written back (with its resourceVersion: a concurrent change is a conflict,
 never overwritten). The environment is provisioned once, by the stack playbooks; `provision`
 checks it and takes the baseline, it never reinstalls.
+
+Identities: the kubeconfig's identity reads. Given an injector ServiceAccount, the fault
+playbooks run as it (a fresh short-lived token from the TokenRequest API, in a kubeconfig written
+to a private directory made for each playbook run and removed after it); given an agent
+ServiceAccount, agent actions are read and written as it, so the cluster's own RBAC backs the
+gateway's guardrails.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
+import shutil
 import ssl
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,6 +78,8 @@ from itbench.environments.kube.faults import (
     AppliedChange,
     ClusterFaults,
     KubeObjectReader,
+    PlaybookError,
+    PlaybookRunner,
     restorable,
 )
 from itbench.environments.port import EnvironmentFailure
@@ -91,6 +102,11 @@ Json = dict[str, Any]
 TWIN_EXTENSION = "itbench.io/twin"
 """The kubeconfig cluster extension a served twin writes (its clock, its endpoints)."""
 HTTP_TIMEOUT_SECONDS = 30.0
+TOKEN_WALL_SECONDS = 1800.0
+"""Wall seconds a requested ServiceAccount token is valid for; it is renewed at half its life,
+so a playbook run (ansible-runner stops one after 300 s) never outlives its token."""
+MIN_TOKEN_SECONDS = 600
+"""The shortest token lifetime kube-apiserver grants (TokenRequest expirationSeconds)."""
 
 
 def _quantity(text: object, parse: Any) -> float:
@@ -114,6 +130,137 @@ def twin_extension(kubeconfig: Path, context: str | None = None) -> Json:
     return {}
 
 
+def account_kubeconfig(kubeconfig: Path, user: str, token: str) -> Json:
+    """A kubeconfig for the current cluster of `kubeconfig`, authenticating with a bearer token.
+
+    The cluster entry (server, certificate authority, extensions) is copied as it is; the user
+    is replaced, so nothing of the original identity is kept.
+    """
+    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8")) or {}
+    name = config.get("current-context")
+    contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
+    context = contexts.get(name) or {}
+    clusters = [c for c in config.get("clusters") or [] if c.get("name") == context.get("cluster")]
+    if not clusters:
+        raise EnvironmentFailure(f"kubeconfig {kubeconfig} has no cluster for its current context")
+    out_context: Json = {"cluster": clusters[0]["name"], "user": user}
+    if context.get("namespace"):
+        out_context["namespace"] = context["namespace"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [clusters[0]],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": out_context}],
+        "current-context": user,
+    }
+
+
+@dataclass
+class AccountTokens:
+    """Short-lived tokens of one ServiceAccount from the TokenRequest API, renewed at half life.
+
+    Lifetimes are the cluster's seconds (a served twin's clock runs fast), so a token requested
+    for `wall_seconds` of real time lasts that long whatever the cluster's speed.
+
+    Attributes:
+        api: An API client allowed to create the account's `serviceaccounts/token`.
+        namespace: The account's namespace.
+        name: The account's name.
+        clock: The cluster's clock.
+        wall_seconds: Real seconds each token is valid for.
+    """
+
+    api: Any
+    namespace: str
+    name: str
+    clock: ClusterClock
+    wall_seconds: float = TOKEN_WALL_SECONDS
+    _token: str | None = field(init=False, default=None)
+    _renew_at: float = field(init=False, default=0.0)
+
+    @property
+    def user(self) -> str:
+        """The user name the tokens authenticate as."""
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+    def token(self) -> str:
+        """A token valid for at least half of `wall_seconds` from now.
+
+        Raises:
+            EnvironmentFailure: The account does not exist, the caller may not request its
+                tokens, or the cluster is unreachable.
+        """
+        import kubernetes
+        import urllib3
+
+        now = self.clock.now()
+        if self._token is not None and now < self._renew_at:
+            return self._token
+        seconds = max(MIN_TOKEN_SECONDS, math.ceil(self.wall_seconds * self.clock.speed))
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        where = f"ServiceAccount {self.namespace}/{self.name}"
+        try:
+            answer = kubernetes.client.CoreV1Api(self.api).create_namespaced_service_account_token(
+                self.name, self.namespace, body
+            )
+        except kubernetes.client.ApiException as exc:
+            raise EnvironmentFailure(
+                f"requesting a token of {where} failed ({exc.status} {exc.reason}): the account "
+                "must exist and the operator may create its serviceaccounts/token (the chart "
+                "creates both)"
+            ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise EnvironmentFailure(
+                f"requesting a token of {where}: the cluster is unreachable: {exc}"
+            ) from None
+        self._token = str(answer.status.token)
+        self._renew_at = now + seconds / 2
+        return self._token
+
+
+@dataclass
+class AccountPlaybookRunner:
+    """Runs the fault playbooks as a ServiceAccount.
+
+    Each run gets a private directory of its own, holding a kubeconfig with a fresh token of
+    the account (mode 0600), removed when the run ends; the playbooks see no other identity.
+
+    Attributes:
+        kubeconfig: The cluster's kubeconfig (its cluster entry is used, not its user).
+        tokens: Tokens of the account.
+        collections_path: Where kubernetes.core is installed (None: Ansible's search path).
+    """
+
+    kubeconfig: Path
+    tokens: AccountTokens
+    collections_path: str | None = None
+
+    def run(self, playbook: str, extravars: Mapping[str, Any]) -> None:
+        """Run a playbook as the account.
+
+        Raises:
+            PlaybookError: The playbook failed, or no token of the account could be had.
+        """
+        try:
+            config = account_kubeconfig(self.kubeconfig, "injector", self.tokens.token())
+        except EnvironmentFailure as exc:
+            raise PlaybookError(f"{playbook}: {exc}") from None
+        private = Path(tempfile.mkdtemp(prefix="itbench-injector-"))
+        try:
+            path = private / "kubeconfig"
+            path.touch(mode=0o600)
+            path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+            runner = AnsiblePlaybookRunner(str(path), collections_path=self.collections_path)
+            runner.run(playbook, extravars)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+
+
 @dataclass
 class ClusterEnvironment:
     """The Environment port on a live cluster.
@@ -127,6 +274,10 @@ class ClusterEnvironment:
         rollout_timeout: Seconds a fault's rollout may take.
         chaos_timeout: Seconds Chaos Mesh may take to report AllInjected.
         faults: The fault injector (default: the playbooks, ansible-runner on the kubeconfig).
+        injector: The ServiceAccount (namespace, name) the fault playbooks run as (None: the
+            kubeconfig's identity). The kubeconfig's identity requests its tokens.
+        agent_account: The ServiceAccount (namespace, name) agent actions are read and written
+            as (None: the kubeconfig's identity).
     """
 
     kubeconfig: Path
@@ -136,8 +287,12 @@ class ClusterEnvironment:
     rollout_timeout: int = 300
     chaos_timeout: int = 120
     faults: ClusterFaults | None = None
+    injector: tuple[str, str] | None = None
+    agent_account: tuple[str, str] | None = None
     clock: ClusterClock = field(init=False)
     _api: Any = field(init=False, default=None)
+    _agent_tokens: AccountTokens | None = field(init=False, default=None)
+    _agent_api: tuple[str, Any] | None = field(init=False, default=None)
     _http: dict[str, httpx.Client] = field(init=False, default_factory=dict)
     _applied: dict[str, list[AppliedChange]] = field(init=False, default_factory=dict)
     _order: list[str] = field(init=False, default_factory=list)
@@ -165,10 +320,18 @@ class ClusterEnvironment:
             self._api = kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
         except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
             raise EnvironmentFailure(f"kubeconfig {self.kubeconfig}: {exc}") from None
+        if self.agent_account is not None:
+            self._agent_tokens = AccountTokens(self._api, *self.agent_account, clock=self.clock)
         if self.faults is None:
-            runner = AnsiblePlaybookRunner(
+            runner: PlaybookRunner = AnsiblePlaybookRunner(
                 kubeconfig=str(self.kubeconfig), collections_path=self.collections_path
             )
+            if self.injector is not None:
+                runner = AccountPlaybookRunner(
+                    self.kubeconfig,
+                    AccountTokens(self._api, *self.injector, clock=self.clock),
+                    collections_path=self.collections_path,
+                )
             self.faults = ClusterFaults(
                 reader=KubeObjectReader(self._api),
                 runner=runner,
@@ -181,6 +344,9 @@ class ClusterEnvironment:
         for client in self._http.values():
             client.close()
         self._http.clear()
+        if self._agent_api is not None:
+            self._agent_api[1].close()
+            self._agent_api = None
         if self._api is not None:
             self._api.close()
 
@@ -201,7 +367,24 @@ class ClusterEnvironment:
 
         return kubernetes.client.CoreV1Api(self._api)
 
-    def _resource(self, kind: str) -> Any:
+    def _acting_api(self) -> Any:
+        """The API client agent actions go through: the agent account's (renewed with its
+        token), else the kubeconfig's."""
+        if self._agent_tokens is None:
+            return self._api
+        import kubernetes
+
+        token = self._agent_tokens.token()
+        if self._agent_api is not None and self._agent_api[0] == token:
+            return self._agent_api[1]
+        config = account_kubeconfig(self.kubeconfig, "agent", token)
+        client = kubernetes.config.new_client_from_config_dict(config)
+        if self._agent_api is not None:
+            self._agent_api[1].close()
+        self._agent_api = (token, client)
+        return client
+
+    def _resource(self, kind: str, api: Any = None) -> Any:
         from kubernetes.dynamic import DynamicClient
         from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
@@ -209,7 +392,7 @@ class ClusterEnvironment:
         if info is None:
             raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
         try:
-            return DynamicClient(self._api).resources.get(api_version=info[0], kind=kind)
+            return DynamicClient(api or self._api).resources.get(api_version=info[0], kind=kind)
         except ResourceNotFoundError:
             raise ValueError(f'the server doesn\'t have a resource type "{kind}"') from None
 
@@ -222,8 +405,8 @@ class ClusterEnvironment:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise EnvironmentFailure(f"{what}: the cluster is unreachable: {exc}") from None
 
-    def _list(self, kind: str) -> list[Json]:
-        resource = self._resource(kind)
+    def _list(self, kind: str, api: Any = None) -> list[Json]:
+        resource = self._resource(kind, api)
         listed = self._call(
             f"listing {kind}",
             resource.get,
@@ -657,10 +840,15 @@ class ClusterEnvironment:
 
     # ---- act ----------------------------------------------------------------------------------
     def act(self, action: AgentAction) -> ActionResult:
-        """Carry out an agent action with kubectl's semantics, writing what it changed."""
+        """Carry out an agent action with kubectl's semantics, writing what it changed.
+
+        With an agent account, what the action reads and writes goes through that account's
+        identity: whatever its RBAC refuses is the API server's error, as kubectl shows it.
+        """
         import kubernetes
 
         self._require()
+        api = self._acting_api()
         kinds = {canonical_kind(action.kind)}
         if action.manifest.get("kind"):
             kinds.add(canonical_kind(str(action.manifest["kind"])))
@@ -670,10 +858,13 @@ class ClusterEnvironment:
             kinds |= {"ConfigMap", "Deployment"}
         scratch = Cluster(namespace=self.namespace, rng=random.Random(0), now=self.clock.now())
         before: dict[tuple[str, str], Json] = {}
-        for kind in sorted(k for k in kinds if k in KIND_INFO and k not in INJECTOR_KINDS):
-            for obj in self._list(kind):
-                before[(kind, obj["metadata"]["name"])] = obj
-                scratch.objects.setdefault(kind, {})[obj["metadata"]["name"]] = clone(obj)
+        try:
+            for kind in sorted(k for k in kinds if k in KIND_INFO and k not in INJECTOR_KINDS):
+                for obj in self._list(kind, api):
+                    before[(kind, obj["metadata"]["name"])] = obj
+                    scratch.objects.setdefault(kind, {})[obj["metadata"]["name"]] = clone(obj)
+        except kubernetes.client.ApiException as exc:
+            return _api_error(exc)
         result = perform(scratch, action)
         if not result.ok or result.outcome == "unchanged":
             return result
@@ -684,7 +875,7 @@ class ClusterEnvironment:
                     continue
                 if kind == "ReplicaSet":
                     continue  # the Deployment controller's; an undo writes the Deployment
-                resource = self._resource(kind)
+                resource = self._resource(kind, api)
                 namespace = self.namespace if resource.namespaced else None
                 if new is None:
                     resource.delete(name=name, namespace=namespace)
@@ -697,17 +888,20 @@ class ClusterEnvironment:
                     continue
                 for name, obj in bucket.items():
                     if (kind, name) not in before:
-                        resource = self._resource(kind)
+                        resource = self._resource(kind, api)
                         namespace = self.namespace if resource.namespaced else None
                         resource.create(body=restorable(obj), namespace=namespace)
         except kubernetes.client.ApiException as exc:
-            return ActionResult(
-                ok=False,
-                message=f"Error from server ({exc.reason}): {exc.body}"[:500],
-                outcome="error",
-            )
-        except (kubernetes.dynamic.exceptions.DynamicApiError, ValueError) as exc:
+            return _api_error(exc)
+        except ValueError as exc:
             return ActionResult(
                 ok=False, message=f"Error from server: {exc}"[:500], outcome="error"
             )
         return result
+
+
+def _api_error(exc: Any) -> ActionResult:
+    """An action the API server refused, as kubectl reports it."""
+    return ActionResult(
+        ok=False, message=f"Error from server ({exc.reason}): {exc.body}"[:500], outcome="error"
+    )
