@@ -314,6 +314,9 @@ ALTERNATIVES: dict[str, Any] = {
     "ownCluster.telemetryNamespaces": ["observability"],
     "networkPolicy.dns.podLabels": {"k8s-app": "coredns"},
     "networkPolicy.agentEgress": [{"ports": [{"port": 443}]}],
+    "networkPolicy.apiServer.enabled": False,  # on in the baseline, so its settings render
+    "networkPolicy.apiServer.cidrs": ["10.0.0.1/32"],
+    "networkPolicy.apiServer.ports": [6443],
     "podSecurityContext.seccompProfile.type": "Unconfined",
     "securityContext.capabilities.drop": ["NET_RAW"],
 }
@@ -336,21 +339,23 @@ BASELINE = (
     "metrics.serviceMonitor.enabled=true",
     "metrics.prometheusRule.enabled=true",
     "metrics.dashboard.enabled=true",
+    'networkPolicy.apiServer={"enabled": true, "cidrs": ["172.18.0.2/32"]}',
 )
 """Optional objects on in the baseline, so that their own settings render."""
 
 
 def test_every_value_changes_the_rendered_output(helm: Path) -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    base = render(helm, *BASELINE)
+    baseline = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    for on in BASELINE:
+        baseline += ["--set-json", on]
+    base = [d for d in yaml.safe_load_all(_helm(helm, *baseline)) if d]
     leaves = _leaves(values)
     assert len(leaves) >= 20
     unchanged = []
     for path, value in leaves:
-        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
-        for on in BASELINE:
-            args += ["--set-json", on]  # the later one wins
-        args += ["--set-json", f"{path}={json.dumps(_alternative(path, value))}"]
+        # The later one wins.
+        args = [*baseline, "--set-json", f"{path}={json.dumps(_alternative(path, value))}"]
         docs = [d for d in yaml.safe_load_all(_helm(helm, *args)) if d]
         if docs == base:
             unchanged.append(path)
@@ -367,6 +372,7 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         ('operator={"trajectoriesPerRun": -1}', "minimum"),
         ('agents={"namespace": "x"}', "namespace"),
         ('metrics={"prometheusRule": {"rules": [{"alert": "X"}]}}', "expr"),
+        ('networkPolicy={"apiServer": {"cidrs": ["kubernetes.default"]}}', "pattern"),
     ],
     ids=[
         "port-too-high",
@@ -376,6 +382,7 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         "negative-retention",
         "removed-value",
         "rule-without-expr",
+        "api-server-by-name",
     ],
 )
 def test_values_schema_refuses_bad_values(helm: Path, value: str, words: str) -> None:

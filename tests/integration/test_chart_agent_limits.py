@@ -9,6 +9,8 @@ pods the operator actually creates (`itbench.operator.workloads.agent_job`).
 
 from __future__ import annotations
 
+import ipaddress
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 
 from itbench.core.models.agent_submission import ImageRuntime
 from itbench.operator.workloads import agent_job
-from tests.integration.test_chart import NAMESPACE, helm, one, render  # noqa: F401
+from tests.integration.test_chart import CHART, NAMESPACE, helm, one, render  # noqa: F401
 
 SCENARIO_NS = "otel-demo"
 CLUSTER_AGENT = "itbench-cluster-agent"
@@ -359,6 +361,84 @@ def test_agent_egress_takes_more_rules_from_the_values(helm: Path) -> None:  # n
         "ports": [{"port": 443}],
     }
     assert kubernetes_validate.validate(policy, "1.32", strict=True) == "1.32"
+
+
+def egress_to_address(policies: list[dict[str, Any]], address: str, port: int) -> bool:
+    """Whether a selected pod may open a TCP connection to an address outside the cluster's
+    pods (an ipBlock peer) on a port."""
+    for policy in policies:
+        for rule in policy["spec"].get("egress", []):
+            ports = rule.get("ports")
+            port_ok = ports is None or any(
+                p.get("port") == port and p.get("protocol", "TCP") == "TCP" for p in ports
+            )
+            peers = rule.get("to")
+            peer_ok = peers is None or any(
+                "ipBlock" in peer
+                and ipaddress.ip_address(address) in ipaddress.ip_network(peer["ipBlock"]["cidr"])
+                and not any(
+                    ipaddress.ip_address(address) in ipaddress.ip_network(c)
+                    for c in peer["ipBlock"].get("except", [])
+                )
+                for peer in peers
+            )
+            if port_ok and peer_ok:
+                return True
+    return False
+
+
+def test_agent_pods_reach_the_api_server_only_when_asked_and_only_its_addresses(
+    helm: Path,  # noqa: F811
+) -> None:
+    agent = agent_pod_labels()
+    off = policies_for(render(helm), NAMESPACE, agent)
+    for port in (443, 6443):
+        assert not egress_to_address(off, "172.18.0.2", port), "off by default"
+    docs = render(
+        helm,
+        "networkPolicy.apiServer.enabled=true",
+        "networkPolicy.apiServer.cidrs={172.18.0.2/32}",
+    )
+    on = policies_for(docs, NAMESPACE, agent)
+    assert egress_to_address(on, "172.18.0.2", 6443) and egress_to_address(on, "172.18.0.2", 443)
+    assert not egress_to_address(on, "172.18.0.3", 6443), "another address"
+    assert not egress_to_address(on, "172.18.0.2", 10250), "the kubelet's port"
+    assert not egress_to_address(on, "203.0.113.10", 443), "the internet"
+    # Pods in the cluster stay out of reach as before.
+    assert not egress_allowed(
+        on, "monitoring", {"app.kubernetes.io/name": "prometheus"}, 9090, "TCP"
+    )
+    assert kubernetes_validate.validate(on[0], "1.32", strict=True) == "1.32"
+    watched = render(
+        helm,
+        "watchNamespaces={team-a}",
+        "networkPolicy.apiServer.enabled=true",
+        "networkPolicy.apiServer.cidrs={10.0.0.1/32}",
+        "networkPolicy.apiServer.ports={6443}",
+    )
+    team = policies_for(watched, "team-a", agent)
+    assert egress_to_address(team, "10.0.0.1", 6443)
+    assert not egress_to_address(team, "10.0.0.1", 443)
+
+
+def test_the_api_server_egress_without_addresses_is_refused(helm: Path) -> None:  # noqa: F811
+    result = subprocess.run(
+        [
+            str(helm),
+            "template",
+            "bench",
+            str(CHART),
+            "--set",
+            "networkPolicy.apiServer.enabled=true",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "networkPolicy.apiServer.cidrs" in result.stderr
+    assert "kubectl get endpoints kubernetes" in result.stderr
 
 
 def test_the_operator_pod_accepts_only_its_own_ports_and_policies_can_be_off(
