@@ -18,7 +18,7 @@ from prometheus_client import (
     start_http_server,
 )
 
-from itbench.core.models.trial import TrialScores
+from itbench.core.models.trial import TrialPhase, TrialScores, TrialStatus
 from itbench.core.runner import OUTCOMES
 
 _FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -155,6 +155,27 @@ class OperatorMetrics:
             if phase is not None:
                 self._phases[uid] = phase
                 self.trials.labels(phase=phase).inc()
+
+    def trial_seen(self, uid: str, status: TrialStatus) -> None:
+        """Follow a trial whose status another process writes (a trial Job's pod).
+
+        The phase gauge takes the status' phase; the outcome and the scores are counted once,
+        when the trial is first seen final after this operator saw it unfinished (a trial that
+        ended before this process started is not counted, as for trials run in process). A
+        status this operator wrote itself is already recorded, and changes nothing here.
+        """
+        with self._lock:
+            old = self._phases.get(uid)
+        phase = status.phase
+        if old == phase.value or (phase.final and old is None):
+            return
+        if old is not None and TrialPhase(old).final:
+            return  # a final phase is never left
+        self.trial_phase(uid, phase.value)
+        if phase.final:
+            self.trial_outcomes.labels(phase=phase.value, reason=status.reason).inc()
+            if status.scores is not None:
+                self.trial_scored(status.scores)
 
     @contextmanager
     def reconcile(self, kind: str) -> Iterator[None]:

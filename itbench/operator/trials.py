@@ -24,7 +24,7 @@ import kopf
 from itbench.core.catalog import validate_template
 from itbench.core.models.agent_submission import AgentSubmission, BuiltinAgent
 from itbench.core.models.base import GROUP, VERSION, Condition
-from itbench.core.models.benchmark_run import EnvironmentType
+from itbench.core.models.benchmark_run import EnvironmentType, Execution
 from itbench.core.models.trial import Trial, TrialPhase, TrialStatus
 from itbench.core.runner import (
     OUTCOMES,
@@ -954,6 +954,18 @@ def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
     def advance(body: kopf.Body, **_: Any) -> None:
         with runtime.metrics.reconcile("Trial"):
             driver.advance(body)
+
+    def in_a_job(body: kopf.Body, **_: Any) -> bool:
+        environment = (body.get("spec") or {}).get("environment") or {}
+        return environment.get("execution") == Execution.JOB.value and not runtime.config.trial_pod
+
+    @kopf.on.event(GROUP, VERSION, TRIALS, id="job-status", when=in_a_job, registry=registry)
+    def job_status(body: kopf.Body, **_: Any) -> None:
+        # A trial Job's pod writes its Trial's status: the metrics follow it from the watch,
+        # final phases included (the timer stops at those).
+        status = _status(body)
+        if status is not None:
+            runtime.metrics.trial_seen(str(body["metadata"]["uid"]), status)
 
     @kopf.on.delete(GROUP, VERSION, TRIALS, id="release", registry=registry)
     def release(body: kopf.Body, **_: Any) -> None:

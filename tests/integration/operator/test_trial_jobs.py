@@ -124,6 +124,15 @@ def _ticks(handle: Any) -> float:
     return 0.0
 
 
+def _sample(handle: Any, name: str, **labels: str) -> float:
+    """A sample of an operator instance's metrics (0 when absent)."""
+    for family in handle.runtime.metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
+
+
 def _scores(lab: Lab, run: str) -> dict[int, Any]:
     return {t["spec"]["attempt"]: t["status"]["scores"] for t in trials_of(lab, run)}
 
@@ -148,7 +157,7 @@ def _job_run(name: str, trials: int = 2, **spec: Any) -> dict[str, Any]:
 
 
 async def test_trials_run_as_jobs_and_score_as_in_process(lab: Lab) -> None:
-    await lab.start(JOBS)
+    operator = await lab.start(JOBS)
     await _oracle(lab)
     lab.cluster.apply(_job_run("in-jobs"))
     await until(lambda: len(_jobs(lab)) == 2, what="one Job per Trial")
@@ -215,6 +224,20 @@ async def test_trials_run_as_jobs_and_score_as_in_process(lab: Lab) -> None:
         data = lab.cluster.api.config_map(NS, cm)
         assert data is not None and '"calls"' in data["trajectory.json"]
 
+    # The operator's metrics count the trials its Jobs' pods ran, as they count its own.
+    outcomes = "itbench_operator_trial_outcomes_total"
+    succeeded = {"phase": "Succeeded", "reason": "TasksPassed"}
+    await until(
+        lambda: _sample(operator, outcomes, **succeeded) == 2,
+        what="the operator to count both Job trials' outcomes",
+    )
+    assert _sample(operator, "itbench_operator_trials", phase="Succeeded") == 2
+    assert _sample(operator, "itbench_operator_trials", phase="Queued") == 0
+    passed = _sample(
+        operator, "itbench_operator_trial_task_results_total", task="mitigation", result="passed"
+    )
+    assert passed == 2
+
     # The same seed in the operator's process: the same scores, trial by trial.
     process = _job_run("in-process")
     process["spec"]["environment"] = {"type": "simulator", "execution": "process"}
@@ -225,6 +248,11 @@ async def test_trials_run_as_jobs_and_score_as_in_process(lab: Lab) -> None:
     )
     assert len(_jobs(lab)) == 2, "an in-process run creates no Job"
     assert _scores(lab, "in-process") == _scores(lab, "in-jobs")
+    await until(
+        lambda: _sample(operator, outcomes, **succeeded) == 4,
+        what="the in-process trials counted beside the Job trials",
+    )
+    assert _sample(operator, "itbench_operator_trials", phase="Succeeded") == 4, "each once"
     assert [t["spec"]["seed"] for t in trials_of(lab, "in-process")] == [
         t["spec"]["seed"] for t in trials_of(lab, "in-jobs")
     ]
