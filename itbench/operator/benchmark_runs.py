@@ -189,7 +189,14 @@ def _record(
         tasks=tasks_for(scenario) if scenario is not None else [],
         split=spec.split,
         parameters=dict(parameters or {}),
+        cluster=_cluster(trial),
     )
+
+
+def _cluster(trial: Mapping[str, Any]) -> str:
+    """Which cluster a Trial ran on, from its lease (empty: it never held one)."""
+    lease = clusters.Lease.of(trial)
+    return "" if lease is None else f"{lease.secret} ({lease.cluster})"[:600]
 
 
 _RUNTIME_KINDS = {

@@ -76,6 +76,11 @@ def _errored(results: Sequence[AgentResult]) -> list[str]:
     trials = [(r.agent, t) for r in results for t in r.errored.trials]
     if not trials:
         return [*out, "None."]
+    if any(t.cluster for _, t in trials):  # a cluster run: which cluster each one broke on
+        return out + _rows(
+            ["Agent", "Trial", "Scenario", "Cluster", "Reason"],
+            [[agent, t.trial, t.scenario, t.cluster or "-", t.reason] for agent, t in trials],
+        )
     return out + _rows(
         ["Agent", "Trial", "Scenario", "Reason"],
         [[agent, t.trial, t.scenario, t.reason] for agent, t in trials],

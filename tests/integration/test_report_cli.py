@@ -330,3 +330,36 @@ def test_a_run_whose_errored_trials_change_pass_at_1_is_flagged(tmp_path: Path) 
     )
     assert wire["lowerBoundDiffers"] is True
     assert wire["agents"][0]["tasks"][0]["lowerBound"]["mean"] == 0.5
+
+
+def test_a_cluster_runs_errored_trials_name_the_cluster_they_ran_on(tmp_path: Path) -> None:
+    east = "team-a/lab-east (https://10.0.0.1:6443)"
+    west = "team-a/lab-west (https://10.0.0.2:6443)"
+    records = [
+        record("cart-flagd-failure", 0, True).model_copy(update={"cluster": east}),
+        record("cart-flagd-failure", 1, False, phase=TrialPhase.ERRORED).model_copy(
+            update={"cluster": west, "reason": "EnvironmentFailure"}
+        ),
+    ]
+    path = tmp_path / "trials.jsonl"
+    save_trial_records(records, path)
+    assert [r.cluster for r in load_trial_records(path)] == [east, west], "kept in the records"
+    result = CliRunner().invoke(
+        report_group, ["recompute", "--trials", str(path), "--created-at", STAMP]
+    )
+    assert result.exit_code == 0, result.output
+    assert "| Agent | Trial | Scenario | Cluster | Reason |" in result.output
+    assert (
+        f"| sre-baseline | cart-flagd-failure-1 | cart-flagd-failure | {west} | "
+        "EnvironmentFailure |"
+    ) in result.output
+    at = datetime.fromisoformat(STAMP)
+    report = build_report(records, DEFAULT_PROFILE, agent="sre-baseline", created_at=at)
+    [errored] = report.agents[0].errored.trials
+    assert errored.cluster == west
+    # Simulator runs keep the table they had.
+    simulated = [r.model_copy(update={"cluster": ""}) for r in records]
+    plain = render_markdown(
+        build_report(simulated, DEFAULT_PROFILE, agent="sre-baseline", created_at=at)
+    )
+    assert "| Agent | Trial | Scenario | Reason |" in plain and "Cluster" not in plain

@@ -71,6 +71,13 @@ class TrialRecord(ApiModel):
         description="Model calls, tokens, model latency and estimated cost of the trial, from "
         "the trajectory the agent reported (None: it reported none).",
     )
+    cluster: str = Field(
+        default="",
+        description="The live cluster that ran the trial: where it was registered (the "
+        "kubeconfig Secret `namespace/name`, or the operator's own cluster) and its API server "
+        "URL in parentheses; empty for simulator trials and in records that predate it.",
+        max_length=600,
+    )
 
     @field_validator("phase")
     @classmethod
@@ -184,6 +191,9 @@ class ErroredTrial(ApiModel):
     scenario: str = Field(description="Scenario name.")
     reason: str = Field(description="Why it errored.")
     agent: str = Field(default="", description="The agent of the trial.")
+    cluster: str = Field(
+        default="", description="The live cluster it ran on (empty: the simulator)."
+    )
 
 
 class ErroredBucket(ApiModel):

@@ -339,7 +339,11 @@ def _errored_bucket(trials: Sequence[_Trial]) -> ErroredBucket:
         reasons=dict(sorted(Counter(r.reason or "Unknown" for r in errored).items())),
         trials=[
             ErroredTrial(
-                trial=r.trial, scenario=r.scenario, reason=r.reason or "Unknown", agent=r.agent
+                trial=r.trial,
+                scenario=r.scenario,
+                reason=r.reason or "Unknown",
+                agent=r.agent,
+                cluster=r.cluster,
             )
             for r in errored
         ],

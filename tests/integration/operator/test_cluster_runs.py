@@ -383,6 +383,24 @@ async def test_two_clusters_run_trials_in_parallel_survive_a_restart_and_a_lost_
     for trial in (oracle_trial, null_trial):
         [leased] = [c for c in trial["status"]["conditions"] if c["type"] == "Leased"]
         assert leased["message"] == f"slot 0 of cluster {server} (Secret {a})"
+    # So does the run's report: each trial's record names its cluster, and the errored trial's
+    # entry the cluster that was lost.
+    stored = cluster.api.config_map(NS, null["reportRef"].removeprefix("configmap/"))
+    assert stored is not None
+    records = {
+        r["trial"]: r["cluster"]
+        for r in map(json.loads, stored["trials.jsonl"].splitlines())
+        if r.get("trial")
+    }
+    lost = f"{b} ({doomed.api_url})"
+    assert records == {
+        null_trial["metadata"]["name"]: f"{a} ({server})",
+        stuck["metadata"]["name"]: lost,
+    }
+    [errored] = [
+        e for r in json.loads(stored["report.json"])["agents"] for e in r["errored"]["trials"]
+    ]
+    assert (errored["trial"], errored["cluster"]) == (stuck["metadata"]["name"], lost)
     # The restarted operator rebuilt a's trial from its lease, then built the oracle's.
     assert second.environments.created == 2
     baseline = cluster.api.config_map(NS, evidence_name(null_trial["metadata"]["name"]))
