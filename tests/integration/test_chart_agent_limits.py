@@ -462,6 +462,16 @@ def test_the_operator_pod_accepts_only_its_own_ports_and_policies_can_be_off(
 
 # ---- the operator on its own cluster: what provisioning, the baseline and telemetry need ------
 OPERATOR = (NAMESPACE, "bench-itbench")
+POLICY_READS = [
+    Request("list", "clusterpolicies", "kyverno.io", None),
+    Request("get", "clusterpolicies", "kyverno.io", None, "disallow-privileged-containers"),
+    Request("list", "policies", "kyverno.io", SCENARIO_NS),
+    Request("list", "policyreports", "wgpolicyk8s.io", SCENARIO_NS),
+    Request("watch", "clusterpolicyreports", "wgpolicyk8s.io", None),
+    Request("list", "constrainttemplates", "templates.gatekeeper.sh", None),
+    Request("get", "k8srequiredlabels", "constraints.gatekeeper.sh", None, "must-have-owner"),
+]
+"""What CISO evaluation on a cluster reads of Kyverno's and Gatekeeper's verdicts."""
 ENVIRONMENT = [
     Request("list", "secrets", "", SCENARIO_NS),  # the baseline holds every object
     Request("list", "deployments", "apps", SCENARIO_NS),
@@ -480,6 +490,7 @@ ENVIRONMENT = [
     Request("get", "services/proxy", "", "monitoring", "loki:3100"),
     Request("create", "serviceaccounts/token", "", NAMESPACE, "itbench-injector"),
     Request("create", "serviceaccounts/token", "", NAMESPACE, CLUSTER_AGENT),
+    *POLICY_READS,
 ]
 """What a cluster trial on the operator's own cluster asks of the API as the operator; what
 faults change is the injector's (test_chart_injector_limits.py), what agents change the cluster
@@ -524,3 +535,16 @@ def test_the_operators_cluster_rights_stop_at_reading(helm: Path) -> None:  # no
         Request("create", "serviceaccounts/token", "", "team-a", "itbench-agent"),
     ]:
         assert not rbac.can(OPERATOR, request), request
+
+
+def test_the_policy_engines_objects_are_read_by_the_operator_alone(helm: Path) -> None:  # noqa: F811
+    rbac = authorizer(helm)
+    for request in POLICY_READS:
+        assert rbac.can(OPERATOR, request), request
+        assert not rbac.can((NAMESPACE, CLUSTER_AGENT), request), request
+        assert not rbac.can((NAMESPACE, "itbench-injector"), request), request
+        for verb in ("create", "patch", "update", "delete"):
+            write = Request(verb, request.resource, request.group, request.namespace, request.name)
+            assert not rbac.can(OPERATOR, write), write
+    off = authorizer(helm, "ownCluster.enabled=false")
+    assert not [r for r in POLICY_READS if off.can(OPERATOR, r)]
