@@ -241,6 +241,7 @@ def test_container_args_and_env_are_what_the_operator_understands(
     assert (settings.gateway.host, settings.gateway.port) == ("0.0.0.0", 8080)
     assert settings.operator.bind_address == "0.0.0.0"
     assert ctx.params["agent_service_account"] == "itbench-agent"
+    assert ctx.params["injector_service_account"] == f"{NAMESPACE}/itbench-injector"
     assert ctx.params["log_level"] == "info"
     assert ctx.params["trajectories_per_run"] == 500
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}

@@ -76,3 +76,16 @@ def test_operator_run_reconciles_and_serves_metrics_and_liveness(cluster: Cluste
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert any(line["message"] == "operator starting" for line in lines)
     assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+
+
+def test_an_injector_account_without_its_namespace_is_a_usage_error() -> None:
+    from click.testing import CliRunner
+
+    from itbench.cli.main import cli
+
+    for value in ("itbench-injector", "/itbench-injector", "itbench-system/", "a/b/c"):
+        result = CliRunner().invoke(cli, ["operator", "run", "--injector-service-account", value])
+        assert result.exit_code == 2, (value, result.output)
+        assert "is not NAMESPACE/NAME" in result.output and "--injector-service-account" in (
+            result.output
+        )
