@@ -466,6 +466,7 @@ POLICY_READS = [
     Request("list", "clusterpolicies", "kyverno.io", None),
     Request("get", "clusterpolicies", "kyverno.io", None, "disallow-privileged-containers"),
     Request("list", "policies", "kyverno.io", SCENARIO_NS),
+    Request("get", "validatingpolicies", "policies.kyverno.io", None, "itbench-audit"),
     Request("list", "policyreports", "wgpolicyk8s.io", SCENARIO_NS),
     Request("watch", "clusterpolicyreports", "wgpolicyk8s.io", None),
     Request("list", "constrainttemplates", "templates.gatekeeper.sh", None),
