@@ -285,7 +285,10 @@ async def test_refused_writes_are_retried_and_the_run_completes_once_they_go_thr
     await until(lambda: "flaky-report" in refused, what="the refused report write")
     run = status_of(lab, "benchmarkruns", "flaky")
     assert run["phase"] == "Running" and not run.get("reportRef"), "no half-applied completion"
-    assert refused.count(trajectory_name(name)) >= 2, "retried tick after tick"
+    await until(
+        lambda: refused.count(trajectory_name(name)) >= 2,
+        what="the trajectory write retried tick after tick",
+    )
 
     refusing[0] = False
     await until(
