@@ -288,7 +288,9 @@ class Kubelet:
     def _config_error(self, container: Obj) -> str | None:
         c = self.cluster
         for item in container.get("env") or []:
-            source = (item or {}).get("valueFrom") or {}
+            source = item.get("valueFrom") if item else None
+            if not source:
+                continue  # a plain value: most variables, skipped without building anything
             for key_ref, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
                 ref = source.get(key_ref)
                 if not isinstance(ref, dict) or ref.get("optional"):
@@ -296,8 +298,8 @@ class Kubelet:
                 obj = c.get(kind, str(ref.get("name", "")))
                 if obj is None:
                     return f'{kind.lower()} "{ref.get("name")}" not found'
-                data = {**(obj.get("data") or {}), **(obj.get("stringData") or {})}
-                if ref.get("key") not in data:
+                key = ref.get("key")
+                if key not in (obj.get("data") or {}) and key not in (obj.get("stringData") or {}):
                     return (
                         f"couldn't find key {ref.get('key')} in {kind} "
                         f"{c.namespace}/{ref.get('name')}"

@@ -1037,9 +1037,9 @@ class PromQLEngine:
         values = series.values
         entry = self._scanned.get(id(series))
         if entry is None or entry[0] is not series:
-            entry = [series, 0, -1, -1]
+            entry = [series, 0, -1, -1, None]
             self._scanned[id(series)] = entry
-        _, scanned, last_nan, last_drop = entry
+        _, scanned, last_nan, last_drop, _ = entry
         n = len(values)
         if n:
             # Re-read the last sample seen before: a store may replace a series' last value.
@@ -1052,7 +1052,7 @@ class PromQLEngine:
                 elif v < previous:
                     last_drop = i
                 previous = v
-            entry[1], entry[2], entry[3] = n, last_nan, last_drop
+            entry[1], entry[2], entry[3], entry[4] = n, last_nan, last_drop, values[-1]
         return last_nan, last_drop
 
     def _without_name(self, labels: Labels) -> tuple[Labels, frozenset[tuple[str, str]]]:
@@ -1523,24 +1523,43 @@ class PromQLEngine:
         # their window bounds are found once.
         shared: list[float] | None = None
         lo = hi = 0
+        spread = False
+        scanned = self._scanned
         for series in self._select(selector, ctx):
             ts = series.timestamps
             if ts is not shared:
                 shared = ts
                 lo = bisect_left(ts, start)
                 hi = bisect_right(ts, ref)
+                # Samples spread over time over a positive range: the extrapolation factor is
+                # positive and finite, so an unchanged series' rate is its zero change itself.
+                spread = hi - lo >= 2 and ts[hi - 1] > ts[lo] and seconds > 0
             if hi - lo < 2:
                 continue
-            last_nan, last_drop = self._irregularities(series)
+            entry = scanned.get(id(series))
+            if (
+                entry is not None
+                and entry[0] is series
+                and entry[1] == len(series.values)
+                and entry[4] is series.values[-1]
+            ):
+                # Nothing appended or replaced since the last scan.
+                last_nan, last_drop = entry[2], entry[3]
+            else:
+                last_nan, last_drop = self._irregularities(series)
             if last_nan < lo and (last_drop <= lo or not is_counter):
                 # No staleness marker and no counter reset inside the window: the change is
                 # last minus first, without copying the window.
                 values = series.values
                 first_v = values[lo]
-                result = _extrapolate_change(
-                    ts[lo], ts[hi - 1], first_v, values[hi - 1] - first_v, hi - lo,
-                    start, ref, seconds, is_counter, is_rate,
-                )  # fmt: skip
+                change = values[hi - 1] - first_v
+                if change == 0.0 and spread:
+                    result = change
+                else:
+                    result = _extrapolate_change(
+                        ts[lo], ts[hi - 1], first_v, change, hi - lo,
+                        start, ref, seconds, is_counter, is_rate,
+                    )  # fmt: skip
                 named = unnamed.get(id(series.labels))
                 if named is not None and named[0] is series.labels:
                     out.append((named[1], result))

@@ -102,6 +102,12 @@ _DEPLOYMENT_SERIES = (
     ("kube_deployment_status_replicas_updated", "updatedReplicas"),
 )
 
+_RESOURCE_FIELDS = (
+    ("requests", "cpu", "core", parse_cpu),
+    ("requests", "memory", "byte", parse_memory),
+    ("limits", "cpu", "core", parse_cpu),
+    ("limits", "memory", "byte", parse_memory),
+)
 _PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 _CONTAINER_SERIES = (
     "kube_pod_container_status_restarts_total",
@@ -132,6 +138,8 @@ class TelemetryStore:
         """Create an empty store."""
         self._index: dict[tuple[tuple[str, str], ...], SimSeries] = {}
         self._by_name: dict[str, list[SimSeries]] = {}
+        self._heads: list[SimSeries] | None = None
+        """Every series without a group and the first of every group (None: to be rebuilt)."""
 
     def __len__(self) -> int:
         """Number of series ever scraped."""
@@ -144,6 +152,7 @@ class TelemetryStore:
             series = SimSeries(labels=dict(key))
             self._index[key] = series
             self._by_name.setdefault(key[0][1], []).append(series)
+            self._heads = None
         return series
 
     def share_timestamps(self, group: list[SimSeries]) -> bool:
@@ -161,6 +170,7 @@ class TelemetryStore:
         for s in group:
             s.timestamps = shared
             s.group = group
+        self._heads = None
         return True
 
     def has(self, key: tuple[tuple[str, str], ...]) -> bool:
@@ -184,15 +194,17 @@ class TelemetryStore:
 
     def mark_stale(self, t: float) -> None:
         """End every series that the scrape at time t did not write (staleness markers)."""
-        for series in self._index.values():
+        heads = self._heads
+        if heads is None:
+            # A group is written as one: its first series stands for all of them.
+            heads = [s for s in self._index.values() if s.group is None or s.group[0] is s]
+            self._heads = heads
+        for series in heads:
             ts = series.timestamps
             if not ts:
                 continue
             group = series.group
             if group is not None:
-                # A group is written as one: its first series stands for all of them.
-                if group[0] is not series:
-                    continue
                 if ts[-1] == t:
                     for member in group:
                         member.stale = False
@@ -280,6 +292,10 @@ class Scraper:
     _span_label_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = field(
         default_factory=dict
     )
+    _resource_handles: dict[tuple[object, ...], list[tuple[SimSeries, float]]] = field(
+        default_factory=dict
+    )
+    """A container's resource series and amounts, by its labels and quantities as written."""
 
     # ---- series -----------------------------------------------------------------------------
     def _series(self, key: tuple[tuple[str, str], ...]) -> SimSeries:
@@ -690,12 +706,25 @@ class Scraper:
         prefix: str,
     ) -> None:
         resources = container.get("resources") or {}
-        for section in ("requests", "limits"):
-            for resource, unit, parse in (
-                ("cpu", "core", parse_cpu),
-                ("memory", "byte", parse_memory),
-            ):
-                raw = (resources.get(section) or {}).get(resource)
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        raws = (
+            requests.get("cpu"),
+            requests.get("memory"),
+            limits.get("cpu"),
+            limits.get("memory"),
+        )
+        # The series and amounts are functions of the labels and the quantities as written:
+        # found and parsed once per distinct set, not every scrape.
+        key = (prefix, base, node, *((r.__class__, r) for r in raws))
+        cacheable = True
+        try:
+            written = self._resource_handles.get(key)
+        except TypeError:  # a quantity that is no scalar: parsed (and refused) every time
+            cacheable, written = False, None
+        if written is None:
+            written = []
+            for (section, resource, unit, parse), raw in zip(_RESOURCE_FIELDS, raws, strict=True):
                 if raw is None:
                     continue
                 try:
@@ -703,7 +732,11 @@ class Scraper:
                 except ValueError:
                     continue
                 labels = (*base, node, ("resource", resource), ("unit", unit))
-                self._ksm(t, f"{prefix}_{section}", labels, amount)
+                written.append((self._ksm_series(f"{prefix}_{section}", labels), amount))
+            if cacheable:
+                self._resource_handles[key] = written
+        for series, amount in written:
+            _put(series, t, amount)
 
     # ---- cAdvisor ---------------------------------------------------------------------------
     def _cadvisor(self, t: float) -> None:

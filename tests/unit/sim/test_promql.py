@@ -893,3 +893,20 @@ def test_increase_over_a_growing_series_with_resets_and_markers_matches_the_defi
             got = engine.instant_vector(f"delta(depth[{span}])", t)
             expected = _reference_increase(gauge_samples, t, window, is_counter=False)
             assert (got[0][1] if got else None) == pytest.approx(expected), (t, window)
+
+
+def test_rate_of_unchanged_series_is_its_zero_change_and_later_changes_count() -> None:
+    store = MemorySeriesStore()
+    for i in range(9):
+        t = 15.0 * i
+        store.append({"__name__": "flat_total", "job": "api"}, t, 5.0)
+        # A gauge going from zero to negative zero: its change is negative zero.
+        store.append({"__name__": "level", "job": "api"}, t, 0.0 if i < 5 else -0.0)
+    engine = PromQLEngine(store)
+    assert single(engine, "rate(flat_total[1m])", 120.0) == 0.0
+    assert single(engine, "increase(flat_total[2m])", 120.0) == 0.0
+    zero = single(engine, "delta(level[2m])", 120.0)
+    assert zero == 0.0 and math.copysign(1.0, zero) == -1.0  # as the extrapolation gives it
+    # The series moves after being read: the next evaluation sees the new sample.
+    store.append({"__name__": "flat_total", "job": "api"}, 135.0, 35.0)
+    assert single(engine, "increase(flat_total[30s])", 135.0) == 30.0

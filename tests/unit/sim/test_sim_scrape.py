@@ -1,0 +1,74 @@
+"""The twin's scrapes: what kube-state-metrics reports follows the objects scrape by scrape, and
+series that stop being written end with a staleness marker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from itbench.core.models.observations import ActionVerb, AgentAction
+from itbench.environments.sim import SimEnvironment
+
+
+def values(env: SimEnvironment, query: str) -> dict[str, float]:
+    """The instant vector now, as {pod: value}."""
+    result = env.query_metrics(query, env.now())["result"]
+    return {r["metric"].get("pod", ""): float(r["value"][1]) for r in result}
+
+
+def ad_pods(env: SimEnvironment) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in env.get_objects("Pod")
+        if p["metadata"]["labels"].get("opentelemetry.io/name") == "ad"
+    ]
+
+
+def test_resource_series_follow_the_quantities_of_new_and_changed_pods(
+    env: SimEnvironment,
+) -> None:
+    query = 'kube_pod_container_resource_limits{resource="memory", container="ad"}'
+    before = values(env, query)
+    assert before and all(v > 0 for v in before.values())
+    result = env.act(
+        AgentAction(
+            verb=ActionVerb.SET_RESOURCES,
+            kind="deployment",
+            name="ad",
+            limits={"memory": "512Mi"},
+            requests={"memory": "256Mi"},
+        )
+    )
+    assert result.ok, result.message
+    env.advance(180)
+    pods = {p["metadata"]["name"] for p in ad_pods(env)}
+    after = values(env, query)
+    assert set(after) == pods and not pods & set(before)
+    assert set(after.values()) == {512 * 2**20}
+    # A pod whose quantity changes in place (same pod, same labels) reports the new one.
+    name = sorted(pods)[0]
+    pod = env._cluster.get("Pod", name)  # an in-place edit, which no API makes
+    assert pod is not None
+    pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "1Gi"
+    env.advance(15)
+    assert values(env, query)[name] == 2**30
+    requests = values(env, 'kube_pod_container_resource_requests{resource="memory"}')
+    assert requests[name] == 256 * 2**20
+
+
+def test_series_of_a_pod_that_went_away_end_with_a_staleness_marker(env: SimEnvironment) -> None:
+    old = {p["metadata"]["name"] for p in ad_pods(env)}
+    assert old
+    result = env.act(AgentAction(verb=ActionVerb.SCALE, kind="deployment", name="ad", replicas=0))
+    assert result.ok, result.message
+    env.advance(120)
+    assert not ad_pods(env)
+    for pod in old:
+        assert values(env, f'kube_pod_info{{pod="{pod}"}}') == {}
+        assert values(env, f'count_over_time(kube_pod_info{{pod="{pod}"}}[5m])') != {}
+    # Span series of the ad service stop at their last count: their rate falls to zero.
+    rates = values(
+        env,
+        'sum(rate(traces_span_metrics_calls_total{service_name="ad", span_kind="SPAN_KIND_SERVER"}'
+        "[1m]))",
+    )
+    assert rates == {"": 0.0}
