@@ -440,7 +440,7 @@ class Scraper:
                     increments = self._increments_for(count, stats.latency)
                     total = server.get(labels)
                     if total is None:
-                        server[labels] = list(increments)
+                        server[labels] = increments
                     else:
                         for i, inc in enumerate(increments):
                             total[i] += inc
@@ -538,16 +538,19 @@ class Scraper:
         return handles
 
     def _increments_for(self, n: int, lat: Latency) -> list[float]:
+        """A span's increments over an interval of n calls: calls, each bucket, +Inf, count and
+        sum (a new list). The counts depend on the latency only through its rounded shape, and
+        are shared; the sum is n times this latency's own mean."""
         key = (n, _cdf_key(lat))
-        increments = self._increments.get(key)
-        if increments is None:
+        counts = self._increments.get(key)
+        if counts is None:
             cdf = self._cdf(lat)
-            increments = [float(n)]
-            increments += [float(round(n * share)) for share in cdf]
-            increments += [float(n), float(n), n * lat.mean_ms()]
+            counts = [float(n)]
+            counts += [float(round(n * share)) for share in cdf]
+            counts += [float(n), float(n)]
             if len(self._increments) < 100_000:
-                self._increments[key] = increments
-        return increments
+                self._increments[key] = counts
+        return [*counts, n * lat.mean_ms()]
 
     # ---- kube-state-metrics -----------------------------------------------------------------
     def _ksm(self, t: float, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:

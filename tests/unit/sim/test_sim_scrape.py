@@ -7,6 +7,7 @@ from typing import Any
 
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
+from itbench.environments.sim.traffic import Latency
 
 
 def values(env: SimEnvironment, query: str) -> dict[str, float]:
@@ -72,3 +73,16 @@ def test_series_of_a_pod_that_went_away_end_with_a_staleness_marker(env: SimEnvi
         "[1m]))",
     )
     assert rates == {"": 0.0}
+
+
+def test_a_spans_duration_sum_is_its_own_latency_whatever_twins_ran_before() -> None:
+    # Two latencies of one rounded shape (equal bucket counts) but different means: the sum
+    # each interval adds is the count times its own mean, not that of whichever came first.
+    first, second = Latency(100.02), Latency(100.04)
+    twin = SimEnvironment(seed=3)
+    scraper = twin._scraper  # the scraper's increments, which no API shows
+    a = scraper._increments_for(40, first)
+    b = scraper._increments_for(40, second)
+    assert a[:-1] == b[:-1]
+    assert a[-1] == 40 * first.mean_ms() and b[-1] == 40 * second.mean_ms()
+    assert a[-1] != b[-1]
