@@ -669,14 +669,16 @@ def evaluate_on(
     found = cluster_of(env)
     if found is None:
         return evaluate_submission(scenario, submission)
-    import kubernetes
+    from itbench.environments.port import EnvironmentFailure
 
-    kubeconfig, namespace = found
+    _kubeconfig, namespace = found
     try:
-        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-    except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
+        # The cluster's evaluator identity (on the operator's own cluster a ServiceAccount of
+        # its own, with a short-lived token), else the kubeconfig's.
+        api = env.ciso_evaluator_api()  # type: ignore[attr-defined]
+    except EnvironmentFailure as exc:
         return ComplianceEvaluation(
-            submitted=True, platform_error=True, problem=f"ClusterFailed: {kubeconfig}: {exc}"
+            submitted=True, platform_error=True, problem=f"ClusterFailed: {exc}"[:2000]
         )
     try:
         evaluator = LiveEvaluator(

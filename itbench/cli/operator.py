@@ -12,6 +12,20 @@ from itbench.cli.context import pass_settings
 from itbench.settings import Settings
 
 
+def _account(value: str | None, option: str) -> tuple[str, str] | None:
+    """A NAMESPACE/NAME option's ServiceAccount (None: not given).
+
+    Raises:
+        click.BadParameter: It is not NAMESPACE/NAME (exit 2, naming the option).
+    """
+    if value is None:
+        return None
+    namespace, _, name = value.partition("/")
+    if not namespace or not name or "/" in name:
+        raise click.BadParameter(f"{value!r} is not NAMESPACE/NAME", param_hint=option)
+    return namespace, name
+
+
 @click.group("operator")
 def operator() -> None:
     """Run the Kubernetes operator that reconciles ITBench resources."""
@@ -63,6 +77,15 @@ def operator() -> None:
     "[default: the operator's own identity].",
 )
 @click.option(
+    "--ciso-evaluator-service-account",
+    default=None,
+    metavar="NAMESPACE/NAME",
+    help="ServiceAccount the live CISO evaluation runs as in cluster runs on the operator's own "
+    "cluster, with a short-lived token per evaluation (its rights install and remove the "
+    "evaluation's audit policies and counterpart namespace) [default: the operator's own "
+    "identity].",
+)
+@click.option(
     "--trial-image",
     default=None,
     help="Image of the Jobs running `environment.execution: job` trials (the operator's "
@@ -106,6 +129,7 @@ def run(
     agent_service_account: str | None,
     cluster_agent_service_account: str | None,
     injector_service_account: str | None,
+    ciso_evaluator_service_account: str | None,
     trial_image: str | None,
     trial_service_account: str | None,
     tick_seconds: float,
@@ -124,15 +148,10 @@ def run(
         operator_environments,
     )
 
-    injector: tuple[str, str] | None = None
-    if injector_service_account is not None:
-        injector_ns, _, injector_name = injector_service_account.partition("/")
-        if not injector_ns or not injector_name or "/" in injector_name:
-            raise click.BadParameter(
-                f"{injector_service_account!r} is not NAMESPACE/NAME",
-                param_hint="--injector-service-account",
-            )
-        injector = (injector_ns, injector_name)
+    injector = _account(injector_service_account, "--injector-service-account")
+    ciso_evaluator = _account(
+        ciso_evaluator_service_account, "--ciso-evaluator-service-account"
+    )
     ops = settings.operator
     level = (log_level or ops.log_level).upper()
     configure_logging(logging.getLevelNamesMapping()[level], json_lines=log_format == "json")
@@ -141,6 +160,7 @@ def run(
         agent_service_account=agent_service_account or ops.agent_service_account,
         cluster_agent_service_account=cluster_agent_service_account,
         injector_service_account=injector,
+        ciso_evaluator_service_account=ciso_evaluator,
         trajectories_per_run=(
             ops.trajectories_per_run if trajectories_per_run is None else trajectories_per_run
         ),

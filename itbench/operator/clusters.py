@@ -507,6 +507,7 @@ class ClusterTargets:
         workdir: Path | None = None,
         injector: tuple[str, str] | None = None,
         agent_account: str | None = None,
+        ciso_evaluator: tuple[str, str] | None = None,
     ) -> None:
         """Bind the factory to the operator's API.
 
@@ -520,12 +521,15 @@ class ClusterTargets:
                 fault playbooks run as (None: the operator's identity).
             agent_account: On the operator's own cluster, the ServiceAccount (in the Trial's
                 namespace) agent actions are carried out as (None: the operator's identity).
+            ciso_evaluator: On the operator's own cluster, the ServiceAccount (namespace, name)
+                the live CISO evaluation runs as (None: the operator's identity).
         """
         self.api = api
         self.own_kubeconfig = own_kubeconfig
         self.collections_path = collections_path
         self.injector = injector
         self.agent_account = agent_account
+        self.ciso_evaluator = ciso_evaluator
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="itbench-clusters-"))
         self._lock = threading.Lock()
         self._reported: dict[tuple[str, str], str] = {}
@@ -623,6 +627,7 @@ class ClusterTargets:
             collections_path=self.collections_path,
             injector=self.injector if own else None,
             agent_account=agent,
+            ciso_evaluator=self.ciso_evaluator if own else None,
             api=self.api,
             trial=(namespace, name),
             lease=lease,

@@ -50,6 +50,8 @@ class OperatorConfig:
             operator's identity).
         injector_service_account: ServiceAccount (namespace, name) the fault playbooks run as
             on the operator's own cluster (None: the operator's identity).
+        ciso_evaluator_service_account: ServiceAccount (namespace, name) the live CISO
+            evaluation runs as on the operator's own cluster (None: the operator's identity).
         trajectory_bytes: Most bytes of the trajectory document stored per Trial (a ConfigMap
             holds at most 1 MiB); longer trajectories keep their first calls and say so.
         trajectories_per_run: Most Trials of one run whose trajectories are stored (0: none);
@@ -81,6 +83,7 @@ class OperatorConfig:
     agent_service_account: str = "itbench-agent"
     cluster_agent_service_account: str | None = None
     injector_service_account: tuple[str, str] | None = None
+    ciso_evaluator_service_account: tuple[str, str] | None = None
     trajectory_bytes: int = TRAJECTORY_BYTES
     trajectories_per_run: int = 500
     report_bytes: int = REPORT_BYTES
@@ -117,6 +120,7 @@ def operator_environments(api: KubeApi, config: OperatorConfig) -> EnvironmentFa
         own_kubeconfig=config.own_kubeconfig,
         collections_path=config.collections_path,
         injector=config.injector_service_account,
+        ciso_evaluator=config.ciso_evaluator_service_account,
         agent_account=config.cluster_agent_service_account,
     )
 

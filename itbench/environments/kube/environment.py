@@ -19,7 +19,8 @@ Identities: the kubeconfig's identity reads. Given an injector ServiceAccount, t
 playbooks run as it (a fresh short-lived token from the TokenRequest API, in a kubeconfig written
 to a private directory made for each playbook run and removed after it); given an agent
 ServiceAccount, agent actions are read and written as it, so the cluster's own RBAC backs the
-gateway's guardrails.
+gateway's guardrails; given a CISO evaluator ServiceAccount, the live CISO evaluation installs
+and removes its audit policies and counterpart namespace as it (`ciso_evaluator_api`).
 """
 
 from __future__ import annotations
@@ -278,6 +279,8 @@ class ClusterEnvironment:
             kubeconfig's identity). The kubeconfig's identity requests its tokens.
         agent_account: The ServiceAccount (namespace, name) agent actions are read and written
             as (None: the kubeconfig's identity).
+        ciso_evaluator: The ServiceAccount (namespace, name) the live CISO evaluation runs as
+            (None: the kubeconfig's identity).
     """
 
     kubeconfig: Path
@@ -289,10 +292,12 @@ class ClusterEnvironment:
     faults: ClusterFaults | None = None
     injector: tuple[str, str] | None = None
     agent_account: tuple[str, str] | None = None
+    ciso_evaluator: tuple[str, str] | None = None
     clock: ClusterClock = field(init=False)
     _api: Any = field(init=False, default=None)
     _agent_tokens: AccountTokens | None = field(init=False, default=None)
     _agent_api: tuple[str, Any] | None = field(init=False, default=None)
+    _evaluator_tokens: AccountTokens | None = field(init=False, default=None)
     _http: dict[str, httpx.Client] = field(init=False, default_factory=dict)
     _applied: dict[str, list[AppliedChange]] = field(init=False, default_factory=dict)
     _order: list[str] = field(init=False, default_factory=list)
@@ -322,6 +327,10 @@ class ClusterEnvironment:
             raise EnvironmentFailure(f"kubeconfig {self.kubeconfig}: {exc}") from None
         if self.agent_account is not None:
             self._agent_tokens = AccountTokens(self._api, *self.agent_account, clock=self.clock)
+        if self.ciso_evaluator is not None:
+            self._evaluator_tokens = AccountTokens(
+                self._api, *self.ciso_evaluator, clock=self.clock
+            )
         if self.faults is None:
             runner: PlaybookRunner = AnsiblePlaybookRunner(
                 kubeconfig=str(self.kubeconfig), collections_path=self.collections_path
@@ -383,6 +392,25 @@ class ClusterEnvironment:
             self._agent_api[1].close()
         self._agent_api = (token, client)
         return client
+
+    def ciso_evaluator_api(self) -> Any:
+        """A new API client for one live CISO evaluation (the caller closes it): the evaluator
+        account's, with a fresh token, else the kubeconfig's.
+
+        Raises:
+            EnvironmentFailure: No token of the evaluator account could be had, or the
+                kubeconfig cannot be used.
+        """
+        import kubernetes
+
+        if self._evaluator_tokens is None:
+            try:
+                return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+            except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
+                raise EnvironmentFailure(f"kubeconfig {self.kubeconfig}: {exc}") from None
+        token = self._evaluator_tokens.token()
+        config = account_kubeconfig(self.kubeconfig, "ciso-evaluator", token)
+        return kubernetes.config.new_client_from_config_dict(config)
 
     def _resource(self, kind: str, api: Any = None) -> Any:
         from kubernetes.dynamic import DynamicClient
