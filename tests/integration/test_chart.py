@@ -170,7 +170,7 @@ def test_operator_runs_with_the_bound_service_account_and_agents_get_none(helm: 
     )
     agent = one(docs, "ServiceAccount", "itbench-agent")
     assert agent["automountServiceAccountToken"] is False
-    bound = {s["name"] for d in docs if d["kind"].endswith("Binding") for s in d["subjects"]}
+    bound = {s["name"] for d in docs if d["kind"].endswith("RoleBinding") for s in d["subjects"]}
     assert "itbench-agent" not in bound, "agents act only through the gateway"
     # Cluster agents' rights: tests/integration/test_chart_agent_limits.py.
     container = pod["containers"][0]
@@ -276,6 +276,7 @@ def test_scenarios_install_brings_the_whole_valid_catalog(helm: Path) -> None:
 
 def test_every_namespaced_object_names_its_namespace(helm: Path) -> None:
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Scenario"}
+    cluster_scoped |= {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     for doc in render(helm, *ALL_ON):
         if doc["kind"] not in cluster_scoped:
             assert doc["metadata"].get("namespace"), f"{doc['kind']}/{doc['metadata']['name']}"

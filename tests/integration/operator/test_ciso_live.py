@@ -96,16 +96,22 @@ def _crd(group: str, kind: str, plural: str, scope: str, versions: list[str]) ->
     }
 
 
-def _install_kyverno_crds(cluster: Cluster) -> None:
-    for plural in ("policyreports", "clusterpolicyreports"):
-        text = (FIXTURES / f"wgpolicyk8s.io_{plural}.yaml").read_text(encoding="utf-8")
-        cluster.server.install_crd(yaml.safe_load(text))
-    cluster.server.install_crd(
-        _crd("kyverno.io", "ClusterPolicy", "clusterpolicies", "Cluster", ["v1"])
-    )
-    cluster.server.install_crd(
+def kyverno_crds() -> list[dict[str, Any]]:
+    """The CRDs of Kyverno's policies and of the PolicyReports it writes (pinned schemas)."""
+    out = [
+        yaml.safe_load((FIXTURES / f"wgpolicyk8s.io_{plural}.yaml").read_text(encoding="utf-8"))
+        for plural in ("policyreports", "clusterpolicyreports")
+    ]
+    out.append(_crd("kyverno.io", "ClusterPolicy", "clusterpolicies", "Cluster", ["v1"]))
+    out.append(
         _crd("policies.kyverno.io", "ValidatingPolicy", "validatingpolicies", "Cluster", ["v1"])
     )
+    return out
+
+
+def _install_kyverno_crds(cluster: Cluster) -> None:
+    for crd in kyverno_crds():
+        cluster.server.install_crd(crd)
 
 
 @dataclass

@@ -3,7 +3,11 @@ chart's ServiceAccounts, Roles and bindings are applied to it as `helm template`
 and the cluster environment runs as the operator's account, exactly as the operator pod does.
 
 The fault playbooks run as the injector (a token from the TokenRequest API per playbook run),
-agent actions as the cluster agents' account; the operator's own identity can do neither.
+agent actions as the cluster agents' account, live CISO evaluations as the CISO evaluator's
+account (a token per evaluation); the operator's own identity can do none of them. Kyverno's
+part in a CISO evaluation is played by `test_ciso_live`'s stand-in for its reports controller.
+The twin enforces RBAC, not admission: the chart's admission policy confining the evaluator's
+writes is proved in `test_chart_ciso_evaluator_limits`.
 """
 
 from __future__ import annotations
@@ -16,9 +20,18 @@ import kubernetes
 import pytest
 import yaml
 from operator_lab import SCENARIOS
+from test_ciso_live import (
+    HOST_NETWORK_POLICY,
+    FakeClock,
+    ReportsController,
+    _instance,
+    _submission,
+    kyverno_crds,
+)
 
 import itbench.core.fault_library  # noqa: F401 (registers the faults)
 from itbench.catalog_files import load_catalog
+from itbench.ciso.cluster import COUNTERPART_PREFIX, Rest, evaluate_on
 from itbench.core.faults import get_fault
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.core.models.trial import TrialSpec
@@ -217,3 +230,92 @@ def test_the_operator_lends_the_identities_on_its_own_cluster_only(
         own.close()
         registered.close()
         api.api_client.close()
+
+
+# ---- the live CISO evaluator ------------------------------------------------------------------
+CISO_EVALUATOR = "itbench-ciso-evaluator"
+
+
+@pytest.fixture(scope="module")
+def kyverno_served(twin: tuple[ServedCluster, Path, Path]) -> Iterator[Any]:
+    """The twin serving Kyverno's CRDs; the stand-in for Kyverno's reports controller runs as
+    the admin, as Kyverno runs with its own rights."""
+    api = kubernetes.config.new_client_from_config(config_file=str(twin[1]))
+    try:
+        for crd in kyverno_crds():
+            apply(api, crd)
+        yield ReportsController(Rest(api))
+    finally:
+        api.close()
+
+
+def _ciso_evaluation(env: ClusterEnvironment, kyverno: Any, installed: list[str]) -> Any:
+    clock = FakeClock()
+
+    def wait(seconds: float) -> None:
+        clock.now += seconds
+        installed.extend(
+            p["metadata"]["name"] for p in kyverno.rest.items("/apis/kyverno.io/v1/clusterpolicies")
+        )
+        kyverno(seconds)
+
+    scenario = _instance("ciso-kyverno-host-network", "noncompliant")
+    assert scenario.spec.environment.namespace == APP
+    return evaluate_on(env, scenario, _submission(HOST_NETWORK_POLICY), sleep=wait, monotonic=clock)
+
+
+def _ciso_leftovers(kyverno: Any) -> list[str]:
+    policies = kyverno.rest.items("/apis/kyverno.io/v1/clusterpolicies")
+    namespaces = [
+        n
+        for n in kyverno.rest.items("/api/v1/namespaces")
+        if n["metadata"]["name"].startswith(COUNTERPART_PREFIX)
+        and not n["metadata"].get("deletionTimestamp")
+    ]
+    return [o["metadata"]["name"] for o in policies + namespaces]
+
+
+def test_a_live_ciso_evaluation_as_the_operator_is_forbidden(
+    twin: tuple[ServedCluster, Path, Path], kyverno_served: Any
+) -> None:
+    env = ClusterEnvironment(twin[2], namespace=APP)  # no evaluator: the operator's identity
+    try:
+        installed: list[str] = []
+        evaluation = _ciso_evaluation(env, kyverno_served, installed)
+        assert evaluation.platform_error, evaluation
+        assert "403" in evaluation.problem and "forbidden" in evaluation.problem.lower()
+        assert f"system:serviceaccount:{NAMESPACE}:{OPERATOR}" in evaluation.problem
+        assert installed == [] and _ciso_leftovers(kyverno_served) == []
+    finally:
+        env.close()
+
+
+def test_the_ciso_evaluator_installs_and_removes_its_policy_copies_and_counterpart(
+    twin: tuple[ServedCluster, Path, Path], kyverno_served: Any
+) -> None:
+    env = ClusterEnvironment(twin[2], namespace=APP, ciso_evaluator=(NAMESPACE, CISO_EVALUATOR))
+    try:
+        installed: list[str] = []
+        evaluation = _ciso_evaluation(env, kyverno_served, installed)
+        assert not evaluation.platform_error, evaluation.problem
+        assert [v.engine for v in evaluation.variants] == ["kyverno", "kyverno"]
+        assert all(v.verdicts and not v.problem for v in evaluation.variants), evaluation
+        assert installed and all(n.startswith("itbench-ciso-") for n in installed)
+        reported = {r.split("/", 1)[0] for r in kyverno_served.reported}
+        assert APP in reported and any(n.startswith("itbench-ciso-") for n in reported)
+        assert _ciso_leftovers(kyverno_served) == [], "its policy copies and namespace are gone"
+    finally:
+        env.close()
+
+
+def test_a_ciso_evaluator_without_its_token_right_is_the_platforms_failure(
+    twin: tuple[ServedCluster, Path, Path], kyverno_served: Any
+) -> None:
+    # The chart lets the operator request tokens of the evaluator it binds, of no other account.
+    env = ClusterEnvironment(twin[2], namespace=APP, ciso_evaluator=(NAMESPACE, "itbench-agent"))
+    try:
+        evaluation = _ciso_evaluation(env, kyverno_served, [])
+        assert evaluation.platform_error and "itbench-agent" in evaluation.problem
+        assert _ciso_leftovers(kyverno_served) == []
+    finally:
+        env.close()

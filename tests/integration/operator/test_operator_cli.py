@@ -89,3 +89,15 @@ def test_an_injector_account_without_its_namespace_is_a_usage_error() -> None:
         assert "is not NAMESPACE/NAME" in result.output and "--injector-service-account" in (
             result.output
         )
+
+
+def test_a_ciso_evaluator_account_without_its_namespace_is_a_usage_error() -> None:
+    from click.testing import CliRunner
+
+    from itbench.cli.main import cli
+
+    option = "--ciso-evaluator-service-account"
+    for value in ("itbench-ciso-evaluator", "/itbench-ciso-evaluator", "itbench-system/", "a/b/c"):
+        result = CliRunner().invoke(cli, ["operator", "run", option, value])
+        assert result.exit_code == 2, (value, result.output)
+        assert "is not NAMESPACE/NAME" in result.output and option in result.output
