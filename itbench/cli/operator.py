@@ -149,9 +149,7 @@ def run(
     )
 
     injector = _account(injector_service_account, "--injector-service-account")
-    ciso_evaluator = _account(
-        ciso_evaluator_service_account, "--ciso-evaluator-service-account"
-    )
+    ciso_evaluator = _account(ciso_evaluator_service_account, "--ciso-evaluator-service-account")
     ops = settings.operator
     level = (log_level or ops.log_level).upper()
     configure_logging(logging.getLevelNamesMapping()[level], json_lines=log_format == "json")
