@@ -48,6 +48,7 @@ from tests.kube_collection import kubernetes_core
 APP = "otel-demo"
 INJECTOR = "itbench-injector"
 CLUSTER_AGENT = "itbench-cluster-agent"
+CISO_EVALUATOR = "itbench-ciso-evaluator"
 RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 
 
@@ -212,7 +213,11 @@ def test_the_operator_lends_the_identities_on_its_own_cluster_only(
     api = kubeapi.connect(str(admin))
     api.core.create_namespace({"metadata": {"name": "team-x"}})
     targets = ClusterTargets(
-        api, workdir=tmp_path, injector=(NAMESPACE, INJECTOR), agent_account=CLUSTER_AGENT
+        api,
+        workdir=tmp_path,
+        injector=(NAMESPACE, INJECTOR),
+        agent_account=CLUSTER_AGENT,
+        ciso_evaluator=(NAMESPACE, CISO_EVALUATOR),
     )
     text = operator.read_text(encoding="utf-8")
     server = kubeconfig_server(text)
@@ -221,11 +226,13 @@ def test_the_operator_lends_the_identities_on_its_own_cluster_only(
     registered = targets._connect(Target("team-x/lab", text, server), ctx, "team-x", "t", lease)
     try:
         assert own.injector == (NAMESPACE, INJECTOR)
+        assert own.ciso_evaluator == (NAMESPACE, CISO_EVALUATOR)
         assert own.agent_account == ("team-x", CLUSTER_AGENT), "the Trial's namespace's account"
         account = api.core.read_namespaced_service_account(CLUSTER_AGENT, "team-x")
         assert account.automount_service_account_token is False
-        # A registered cluster has neither account: its kubeconfig's identity does both.
+        # A registered cluster has none of the accounts: its kubeconfig's identity does it all.
         assert registered.injector is None and registered.agent_account is None
+        assert registered.ciso_evaluator is None
     finally:
         own.close()
         registered.close()
@@ -233,7 +240,6 @@ def test_the_operator_lends_the_identities_on_its_own_cluster_only(
 
 
 # ---- the live CISO evaluator ------------------------------------------------------------------
-CISO_EVALUATOR = "itbench-ciso-evaluator"
 
 
 @pytest.fixture(scope="module")
