@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 ARGS   ?=
 EXTRAS ?= dev,agents
 
-.PHONY: run test lint generate check-generated bench e2e clean venv upstream-snapshot
+.PHONY: run test validity-full lint generate check-generated bench e2e clean venv upstream-snapshot
 
 venv: $(STAMP)
 
@@ -34,6 +34,13 @@ run: $(STAMP)
 # twin, Prometheus, rollouts), and the third worker runs while they wait.
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -q $(ARGS)
+
+## The validity checks over the whole catalog, beside `make test`'s representative samples: every
+# cheap strategy held to its ceilings on every scenario of both splits, and the runner's oracle and
+# null runs over every scenario (tens of minutes on two cores; the CI's validity job runs it).
+validity-full: $(STAMP)
+	ITBENCH_VALIDITY_FULL=1 ITBENCH_FULL_CATALOG=1 PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 -q \
+		tests/integration/test_validity_cli.py tests/integration/test_run.py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check itbench tests agents benchmarks
