@@ -956,8 +956,14 @@ def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
             driver.advance(body)
 
     def in_a_job(body: kopf.Body, **_: Any) -> bool:
-        environment = (body.get("spec") or {}).get("environment") or {}
-        return environment.get("execution") == Execution.JOB.value and not runtime.config.trial_pod
+        # A filter sees every Trial, valid or not: any shape of spec is an answer, never an error.
+        spec = body.get("spec")
+        environment = spec.get("environment") if isinstance(spec, Mapping) else None
+        return (
+            isinstance(environment, Mapping)
+            and environment.get("execution") == Execution.JOB.value
+            and not runtime.config.trial_pod
+        )
 
     @kopf.on.event(GROUP, VERSION, TRIALS, id="job-status", when=in_a_job, registry=registry)
     def job_status(body: kopf.Body, **_: Any) -> None:
