@@ -599,38 +599,26 @@ class LiveEvaluator:
             result = run_collection(
                 submission.collection, view, timeout_seconds=self.collection_timeout
             )
+            verdicts: list[TargetVerdict] = []
             if not result.ok:
                 platform_error = platform_error or result.platform_error
-                out.append(
-                    VariantEvaluation(
-                        variant=v.label,
-                        engine="regorus",
-                        evidence_bytes=result.evidence_bytes,
-                        problem=f"CollectionFailed: {result.problem}"[:2000],
-                    )
+                problem = f"CollectionFailed: {result.problem}"
+            else:
+                answer = self._box().call(
+                    {"op": "rego-eval", "module": submission.rego, "input": result.evidence}
                 )
-                continue
-            answer = self._box().call(
-                {"op": "rego-eval", "module": submission.rego, "input": result.evidence}
-            )
-            if not answer.get("ok"):
-                out.append(
-                    VariantEvaluation(
-                        variant=v.label,
-                        engine="regorus",
-                        evidence_bytes=result.evidence_bytes,
-                        problem=f"RegoFailed: {answer.get('error', '')}"[:2000],
-                    )
-                )
-                continue
-            verdicts, problem = rego_verdicts(answer.get("value"), v.targets(), v.owners)
+                if answer.get("ok"):
+                    verdicts, found = rego_verdicts(answer.get("value"), v.targets(), v.owners)
+                    problem = f"RegoResult: {found}" if found else ""
+                else:
+                    problem = f"RegoFailed: {answer.get('error', '')}"
             out.append(
                 VariantEvaluation(
                     variant=v.label,
                     engine="regorus",
                     evidence_bytes=result.evidence_bytes,
                     verdicts=verdicts,
-                    problem=f"RegoResult: {problem}" if problem else "",
+                    problem=problem[:2000],
                 )
             )
         return ComplianceEvaluation(submitted=True, variants=out, platform_error=platform_error)

@@ -447,6 +447,37 @@ def test_an_always_compliant_rego_answer_fails_on_the_live_cluster(rest: Rest) -
 
 
 @NEEDS_SANDBOX
+def test_a_rego_that_does_not_compile_or_fails_and_a_failing_collection_are_named(
+    rest: Rest,
+) -> None:
+    scenario = _instance("ciso-opa-role-wildcard", "noncompliant")
+    _provision(rest, scenario)
+    evaluator = _evaluator(rest, lambda _s: None, FakeClock())
+    broken = _rego_submission(scenario, "violations contains x if {\n")
+    evaluation = evaluator.evaluate(scenario, broken)
+    assert evaluation.problem.startswith("RegoCompile:") and evaluation.variants == []
+    assert not score_compliance(evaluation, scenario, ttp=1.0).passed
+    # Compiles, fails when evaluated: a complete rule with two values.
+    conflicting = _rego_submission(
+        scenario, "compliant := true if { true }\ncompliant := false if { true }\n"
+    )
+    evaluation = _evaluator(rest, lambda _s: None, FakeClock()).evaluate(scenario, conflicting)
+    assert [v.problem.split(":")[0] for v in evaluation.variants] == ["RegoFailed", "RegoFailed"]
+    assert all(v.verdicts == [] for v in evaluation.variants)
+    assert not score_compliance(evaluation, scenario, ttp=1.0).passed
+    failing = _rego_submission(scenario).model_copy(
+        update={"collection": EvidenceCollection(kind=CollectionKind.SCRIPT, content="exit 3\n")}
+    )
+    evaluation = _evaluator(rest, lambda _s: None, FakeClock()).evaluate(scenario, failing)
+    assert [v.problem.split(":")[0] for v in evaluation.variants] == [
+        "CollectionFailed",
+        "CollectionFailed",
+    ]
+    assert not score_compliance(evaluation, scenario, ttp=1.0).passed
+    assert _leftovers(rest) == []
+
+
+@NEEDS_SANDBOX
 def test_rego_is_evaluated_on_evidence_collected_from_the_live_objects(rest: Rest) -> None:
     scenario = _instance("ciso-opa-role-wildcard", "noncompliant")
     _provision(rest, scenario)
