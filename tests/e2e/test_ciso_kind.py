@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from agents.ciso_reference import solutions
-from itbench.catalog_files import load_variants
 from itbench.ciso import reports as rp
 from itbench.ciso.cluster import (
     COUNTERPART_PREFIX,
@@ -27,6 +26,7 @@ from itbench.ciso.cluster import (
 from itbench.core.ciso.posture import score_compliance
 from itbench.core.models.compliance import ComplianceSubmission
 from itbench.core.models.scenario import Scenario
+from tests.integration.ciso_sample import ciso_instance
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = 240.0
@@ -56,13 +56,7 @@ def pattern_policy(pattern_value: bool | None) -> dict[str, Any]:
     }
 
 
-def _instance(name: str, state: str) -> Scenario:
-    variants, problems = load_variants(ROOT / "scenarios" / "ciso" / name / "scenario.yaml")
-    assert variants is not None, problems
-    for instance in variants.instances:
-        if any(f.args.get("state") == state for f in instance.scenario.spec.faults):
-            return instance.scenario
-    raise AssertionError(f"{name} has no {state} instance")
+_instance = ciso_instance
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,15 @@ for every scenario of a shape."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agents.ciso_reference import solutions
 from agents.ciso_reference.agent import concerned_policy, control_setting
+from itbench.catalog_files import load_variants
 from itbench.core.models.base import Domain
 from itbench.core.models.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def answer_shape(scenario: Scenario) -> str:
@@ -44,3 +49,13 @@ def ciso_sample(scenarios: list[Scenario]) -> list[Scenario]:
             seen.add(key)
             out.append(scenario)
     return out
+
+
+def ciso_instance(name: str, state: str) -> Scenario:
+    """The instance of a CISO scenario whose setting is in `state` (compliant or noncompliant)."""
+    variants, problems = load_variants(ROOT / "scenarios" / "ciso" / name / "scenario.yaml")
+    assert variants is not None, problems
+    for instance in variants.instances:
+        if any(f.args.get("state") == state for f in instance.scenario.spec.faults):
+            return instance.scenario
+    raise AssertionError(f"{name} has no {state} instance")

@@ -46,6 +46,7 @@ from itbench.core.models.compliance import (
     EvidenceCollection,
 )
 from itbench.core.models.scenario import Scenario
+from tests.integration.ciso_sample import ciso_instance
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "kyverno"
@@ -245,13 +246,7 @@ class RefusingRest(Rest):
         return super().call(method, path, body, **kwargs)
 
 
-def _instance(name: str, state: str) -> Scenario:
-    variants, problems = load_variants(ROOT / "scenarios" / "ciso" / name / "scenario.yaml")
-    assert variants is not None, problems
-    for instance in variants.instances:
-        if any(f.args.get("state") == state for f in instance.scenario.spec.faults):
-            return instance.scenario
-    raise AssertionError(f"{name} has no {state} instance")
+_instance = ciso_instance
 
 
 @pytest.fixture
