@@ -123,6 +123,30 @@ def test_helm_lint_is_clean(helm: Path, values: tuple[str, ...]) -> None:
     assert "0 chart(s) failed" in _helm(helm, *args)
 
 
+def _refusal(helm: Path, *args: str) -> str:
+    result = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode != 0, f"helm template {' '.join(args)} rendered"
+    return result.stderr
+
+
+def test_the_chart_names_the_kubernetes_version_it_needs(helm: Path) -> None:
+    # ownCluster's admission policy is admissionregistration.k8s.io/v1, served from 1.30.
+    old = _refusal(helm, "--kube-version", "1.29.0")
+    assert "ownCluster.enabled needs Kubernetes 1.30 or later" in old
+    assert "v1.29.0" in old and "ownCluster.enabled=false" in old
+    _helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.30.0")
+    # Without it, the CRDs' CEL validation rules need 1.25.
+    off = ("--set", "ownCluster.enabled=false")
+    _helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.29.0", *off)
+    assert "requires kubeVersion: >=1.25.0-0" in _refusal(helm, "--kube-version", "1.24.0", *off)
+
+
 @pytest.mark.parametrize("values", [(), ALL_ON], ids=["defaults", "everything-on"])
 def test_every_rendered_builtin_object_is_valid_kubernetes(
     helm: Path, values: tuple[str, ...]
