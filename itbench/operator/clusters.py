@@ -16,6 +16,12 @@ in a ConfigMap it owns. All of it is read back from the API, so a restarted oper
 trial without injecting again and scores it against the baseline taken before its faults; a
 lease is held while its Trial runs or still carries faults: it ends when the Trial ends clean or
 is deleted.
+
+A CISO trial runs in a workspace namespace of its own (`itbench.ciso.workspace`), named from the
+Trial's namespace, name and UID, so a restarted operator finds the same one. The workspace is
+recorded among the injection records before it is built, so it is deleted with the trial's
+other injections (when the trial ends, also Errored, or its Trial is deleted), and a deletion
+that fails leaves the record, and the cluster counted dirty, until it is done.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from itbench.ciso.workspace import Workspace, uses_workspace
 from itbench.core.faults import ObjectChange
 from itbench.core.models.benchmark_run import EnvironmentSpec, EnvironmentType
 from itbench.core.models.observations import EnvironmentSnapshot
@@ -416,6 +423,9 @@ class LeasedClusterEnvironment(ClusterEnvironment):
             )
         self._annotate({RECORDS: text})
 
+    def _records_changed(self) -> None:
+        self._save()
+
     def _annotate(self, annotations: dict[str, str]) -> None:
         if self.api is None:
             return
@@ -613,8 +623,13 @@ class ClusterTargets:
         """The trial's environment on a target. On the operator's own cluster the playbooks
         run as the injector's account and agent actions as the cluster agents' account of the
         Trial's namespace (each when configured); on a registered cluster both use the
-        kubeconfig's identity."""
+        kubeconfig's identity. A CISO trial's namespace is its workspace."""
         own = target.secret == OWN_CLUSTER
+        workspace = (
+            Workspace.of_trial(ctx.scenario, namespace, name, ctx.uid, ctx.fault_keys())
+            if uses_workspace(ctx.scenario)
+            else None
+        )
         agent: tuple[str, str] | None = None
         if own and self.agent_account is not None:
             agent = (namespace, self.agent_account)
@@ -623,7 +638,8 @@ class ClusterTargets:
             LeasedClusterEnvironment,
             target.server,
             kubeconfig=self._write(target.text),
-            namespace=ctx.namespace,
+            namespace=workspace.namespace if workspace is not None else ctx.namespace,
+            workspace=workspace,
             collections_path=self.collections_path,
             injector=self.injector if own else None,
             agent_account=agent,

@@ -722,9 +722,17 @@ class TrialDriver:
         if env is not None:
             try:
                 _remove_faults(env)
-            except EnvironmentFailure:
-                # Keep the environment: the finalizer retries, or is forced to let go.
-                log.warning("environment unreachable at release", extra={"trial": meta["name"]})
+            except EnvironmentFailure as exc:
+                # Keep the environment: the finalizer retries, or is forced to let go. What is
+                # left stays recorded (a cluster trial's records keep its cluster dirty).
+                log.warning("removal failed at release: %s", exc, extra={"trial": meta["name"]})
+                self.api.event(
+                    _plain(body),
+                    "RemovalFailed",
+                    f"the trial ended but removing what it left failed ({exc}); deleting the "
+                    "Trial retries it",
+                    warning=True,
+                )
             else:
                 self.runtime.environments.release(uid)
         self.runtime.evidence.forget(uid)

@@ -1,0 +1,411 @@
+"""A CISO trial on a live cluster runs in a workspace namespace of its own, against the loopback
+API: the operator's cluster factory builds it with the instance's objects, the agent reads it,
+the live evaluation judges it, a restarted operator takes it over unchanged, and it is deleted
+with the trial's injections. The shop's `otel-demo` namespace is never touched.
+
+Kyverno's part is played by `test_ciso_live`'s stand-in for its reports controller. Where the
+loopback API differs from kube-apiserver: deleting a Namespace here removes the Namespace only
+(no namespace controller deletes what it held), and no Deployment gets Pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loopback import ApiError
+from operator_lab import NS, SCENARIOS, Cluster, benchmark_run
+from test_ciso_live import (
+    NEEDS_SANDBOX,
+    FakeClock,
+    ReportsController,
+    _install_kyverno_crds,
+    _submission,
+)
+
+from agents.ciso_reference import solutions
+from itbench.catalog_files import load_catalog
+from itbench.ciso.cluster import Rest, evaluate_on, variant_manifests
+from itbench.ciso.evaluate import twin_of
+from itbench.ciso.workspace import TRIAL_ANNOTATION, WORKSPACE_LABEL, is_workspace
+from itbench.core.ciso.posture import score_compliance
+from itbench.core.models.compliance import (
+    CollectionKind,
+    ComplianceSubmission,
+    EvidenceCollection,
+)
+from itbench.core.models.observations import ActionVerb, AgentAction
+from itbench.core.models.scenario import Scenario
+from itbench.core.models.trial import TrialSpec
+from itbench.core.runner import TrialContext
+from itbench.environments.port import EnvironmentFailure
+from itbench.operator.clusters import (
+    ClusterTargets,
+    InjectionRecords,
+    LeasedClusterEnvironment,
+    holders,
+)
+from itbench.operator.trials import _remove_faults
+from tests.integration.ciso_sample import ciso_instance
+
+SHOP = "otel-demo"
+SENTINEL = "shop-frontend"
+
+
+@pytest.fixture
+def requests(cluster: Cluster) -> Iterator[list[tuple[str, str]]]:
+    """Every (method, path) the loopback API answers from now on; the shop's namespace holds a
+    Deployment of its own that no CISO trial may see."""
+    _install_kyverno_crds(cluster)
+    cluster.api.core.create_namespace({"metadata": {"name": SHOP}})
+    cluster.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": SENTINEL, "namespace": SHOP},
+            "spec": {
+                "selector": {"matchLabels": {"app": SENTINEL}},
+                "template": {
+                    "metadata": {"labels": {"app": SENTINEL}},
+                    "spec": {"containers": [{"name": "c", "image": "shop:1"}]},
+                },
+            },
+        }
+    )
+    seen: list[tuple[str, str]] = []
+    server = cluster.server
+    route = server._route
+
+    async def recording(request: Any) -> Any:
+        seen.append((request.method, request.path))
+        return await route(request)
+
+    server._route = recording  # type: ignore[method-assign]
+    yield seen
+
+
+def trial(cluster: Cluster, name: str, scenario: Scenario) -> TrialContext:
+    """A Trial of a cluster run on the operator's own cluster (two slots), and its context."""
+    spec = {
+        "runRef": {"name": "r"},
+        "agentRef": {"name": "ciso"},
+        "scenario": scenario.metadata.name,
+        "attempt": 0,
+        "seed": 1,
+        "environment": {"type": "cluster", "capacity": 2},
+    }
+    if cluster.get("benchmarkruns", "r") is None:
+        cluster.apply(benchmark_run("r", "ciso", [scenario.metadata.name]))
+    cluster.apply(
+        {
+            "apiVersion": "itbench.io/v1alpha1",
+            "kind": "Trial",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec,
+        }
+    )
+    body = cluster.get("trials", name)
+    assert body is not None
+    return TrialContext(
+        uid=body["metadata"]["uid"],
+        name=f"{NS}.{name}",
+        spec=TrialSpec.model_validate(spec),
+        scenario=scenario,
+        agent_name="ciso",
+    )
+
+
+def targets(cluster: Cluster, workdir: Path) -> ClusterTargets:
+    """The operator's cluster factory, as a fresh operator process builds it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    return ClusterTargets(cluster.api, own_kubeconfig=str(cluster.kubeconfig), workdir=workdir)
+
+
+def start(env: LeasedClusterEnvironment, ctx: TrialContext) -> None:
+    """What the runner does first: provision, then inject the trial's faults."""
+    env.provision()
+    for action in ctx.injections():
+        assert env.inject(action.key, list(action.changes))
+
+
+def stored(cluster: Cluster, namespace: str) -> dict[tuple[str, str], Any]:
+    """The objects the API holds in a namespace, by (kind, name), with their resourceVersion."""
+    out: dict[tuple[str, str], Any] = {}
+    for group, plural, kind in (
+        ("", "serviceaccounts", "ServiceAccount"),
+        ("", "services", "Service"),
+        ("", "configmaps", "ConfigMap"),
+        ("", "secrets", "Secret"),
+        ("apps", "deployments", "Deployment"),
+        ("networking.k8s.io", "networkpolicies", "NetworkPolicy"),
+        ("rbac.authorization.k8s.io", "roles", "Role"),
+        ("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
+    ):
+        for obj in cluster.server.objects(group, plural, namespace):
+            out[(kind, obj["metadata"]["name"])] = obj["metadata"]["resourceVersion"]
+    return out
+
+
+def namespace_of(cluster: Cluster, name: str) -> Any:
+    return cluster.server.get("", "namespaces", None, name)
+
+
+def touched_shop(requests: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [r for r in requests if f"/namespaces/{SHOP}" in r[1]]
+
+
+def kyverno_evaluation(env: LeasedClusterEnvironment, scenario: Scenario, policy: Any) -> Any:
+    kyverno = ReportsController(Rest(env._api))
+    clock = FakeClock()
+
+    def wait(seconds: float) -> None:
+        clock.now += seconds
+        kyverno(seconds)
+
+    evaluation = evaluate_on(env, scenario, _submission(policy), sleep=wait, monotonic=clock)
+    return evaluation, kyverno
+
+
+def test_a_ciso_trial_builds_its_workspace_reads_and_is_judged_there_never_in_the_shop(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    scenario = ciso_instance("ciso-kyverno-host-network", "noncompliant")
+    ctx = trial(cluster, "t1", scenario)
+    env = targets(cluster, tmp_path / "op")(ctx)
+    try:
+        start(env, ctx)
+        workspace = env.namespace
+        assert is_workspace(workspace) and workspace.startswith("itbench-ciso-w")
+        ns = namespace_of(cluster, workspace)
+        assert ns["metadata"]["labels"][WORKSPACE_LABEL] == workspace.removeprefix("itbench-ciso-w")
+        assert ns["metadata"]["annotations"][TRIAL_ANNOTATION] == f"{NS}/t1"
+        # Exactly the instance's objects, the setting already in them.
+        expected = {
+            (o["kind"], o["metadata"]["name"])
+            for o in variant_manifests(scenario, workspace)
+            if o["kind"] != "Namespace"
+        }
+        assert set(stored(cluster, workspace)) == expected
+        deployments = cluster.server.objects("apps", "deployments", workspace)
+        assert any(d["spec"]["template"]["spec"].get("hostNetwork") for d in deployments)
+        # The agent's reads are the workspace's.
+        listed = {d["metadata"]["name"] for d in env.get_objects("Deployment")}
+        assert listed == {name for kind, name in expected if kind == "Deployment"}
+        assert SENTINEL not in listed
+        assert env.get_objects("Namespace")[0]["metadata"]["name"] == workspace
+        assert env.events() == [] and env.alerts() == []
+        refused = env.act(
+            AgentAction(verb=ActionVerb.SCALE, kind="Deployment", name="cart", replicas=2)
+        )
+        assert not refused.ok and refused.outcome == "refused"
+        # The ciso.* faults were recorded, not played: no playbook ran.
+        keys = [a.key for a in ctx.injections()]
+        records = InjectionRecords.of(cluster.get("trials", "t1") or {})
+        assert set(records.records) == {*keys, f"{ctx.uid}/ciso-workspace"}
+        assert all(records.records[k] == [] for k in keys)
+        # The live evaluation judges the workspace (and its counterpart) and passes.
+        policy = solutions.validating_policy(
+            "cis-host-network", solutions.CEL["host-network"], "no"
+        )
+        evaluation, kyverno = kyverno_evaluation(env, scenario, policy)
+        scores = score_compliance(evaluation, scenario, ttp=1.0)
+        assert scores.passed, scores.reason
+        assert f"{workspace}/Deployment/frontend" in kyverno.reported
+        assert not any(r.startswith(f"{SHOP}/") for r in kyverno.reported)
+        assert touched_shop(requests) == [], "nothing of the shop's namespace is read or written"
+    finally:
+        env.close()
+
+
+@NEEDS_SANDBOX
+def test_the_reference_rego_answer_passes_on_evidence_from_the_workspace(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    scenario = ciso_instance("ciso-opa-role-wildcard", "noncompliant")
+    ctx = trial(cluster, "rego", scenario)
+    env = targets(cluster, tmp_path / "op")(ctx)
+    try:
+        start(env, ctx)
+        setting = next(str(f.args["setting"]) for f in scenario.spec.faults)
+        submission = ComplianceSubmission(
+            rego=solutions.rego_module(solutions.REGO_K8S[setting]),
+            collection=EvidenceCollection(
+                kind=CollectionKind.SCRIPT,
+                content=solutions.k8s_collection(scenario.spec.environment.namespace),
+            ),
+        )
+        evaluation = evaluate_on(env, scenario, submission)
+        scores = score_compliance(evaluation, scenario, ttp=1.0)
+        assert scores.passed, scores.reason
+        assert [v.engine for v in evaluation.variants] == ["regorus", "regorus"]
+        assert touched_shop(requests) == []
+    finally:
+        env.close()
+
+
+def test_the_installed_policy_set_is_shown_as_the_twin_shows_it_never_created(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    scenario = ciso_instance("ciso-update-net-raw", "noncompliant")
+    ctx = trial(cluster, "update", scenario)
+    env = targets(cluster, tmp_path / "op")(ctx)
+    try:
+        start(env, ctx)
+        twin = twin_of(scenario)
+        for kind in ("ClusterPolicy", "ValidatingPolicy"):
+            assert env.get_objects(kind) == twin.get_objects(kind)
+        assert env.get_objects("ClusterPolicy") or env.get_objects("ValidatingPolicy")
+        assert cluster.server.objects("kyverno.io", "clusterpolicies") == []
+        assert cluster.server.objects("policies.kyverno.io", "validatingpolicies") == []
+        assert not [r for r in requests if r[0] != "GET" and "kyverno" in r[1]]
+    finally:
+        env.close()
+
+
+def test_a_restarted_operator_takes_the_workspace_over_unchanged_and_removal_deletes_it(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    scenario = ciso_instance("ciso-kyverno-host-network", "compliant")
+    ctx = trial(cluster, "t1", scenario)
+    first = targets(cluster, tmp_path / "first")(ctx)
+    start(first, ctx)
+    workspace = first.namespace
+    before = stored(cluster, workspace)
+    first.close()  # the operator process ends
+    writes = len([r for r in requests if r[0] != "GET"])
+    again = targets(cluster, tmp_path / "second")(ctx)
+    try:
+        assert again.namespace == workspace, "the same workspace, named from the Trial"
+        assert again.injections() == first.injections()
+        again.provision()
+        for action in ctx.injections():
+            assert not again.inject(action.key, list(action.changes)), "never injected twice"
+        assert stored(cluster, workspace) == before, "nothing rebuilt, nothing changed"
+        assert len([r for r in requests if r[0] != "GET"]) == writes
+        assert [d["metadata"]["name"] for d in again.get_objects("Deployment")] == [
+            name for kind, name in sorted(before) if kind == "Deployment"
+        ]
+        # The end of the trial: its injections removed, last first, the workspace with them.
+        _remove_faults(again)
+        assert namespace_of(cluster, workspace) is None
+        body = cluster.get("trials", "t1") or {}
+        assert not InjectionRecords.of(body).outstanding
+        assert touched_shop(requests) == []
+    finally:
+        again.close()
+
+
+def test_two_ciso_trials_at_once_get_two_workspaces(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    compliant = ciso_instance("ciso-kyverno-host-network", "compliant")
+    noncompliant = ciso_instance("ciso-kyverno-host-network", "noncompliant")
+    factory = targets(cluster, tmp_path / "op")
+    a_ctx, b_ctx = trial(cluster, "a", compliant), trial(cluster, "b", noncompliant)
+    a, b = factory(a_ctx), factory(b_ctx)
+    try:
+        start(a, a_ctx)
+        start(b, b_ctx)
+        assert a.namespace != b.namespace
+        assert is_workspace(a.namespace) and is_workspace(b.namespace)
+        host = {
+            env.namespace: [
+                bool(d["spec"]["template"]["spec"].get("hostNetwork"))
+                for d in cluster.server.objects("apps", "deployments", env.namespace)
+            ]
+            for env in (a, b)
+        }
+        assert not any(host[a.namespace]) and any(host[b.namespace]), "each its own variant"
+        _remove_faults(a)
+        assert namespace_of(cluster, a.namespace) is None
+        assert namespace_of(cluster, b.namespace) is not None, "the other trial's is kept"
+        _remove_faults(b)
+        assert namespace_of(cluster, b.namespace) is None
+        assert touched_shop(requests) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_failed_deletion_is_kept_recorded_and_keeps_the_cluster_dirty_until_done(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    scenario = ciso_instance("ciso-kyverno-host-network", "compliant")
+    ctx = trial(cluster, "t1", scenario)
+    env = targets(cluster, tmp_path / "op")(ctx)
+    workspace = env.namespace
+    server = cluster.server
+    route = server._route
+    refuse = [True]
+
+    async def refusing(request: Any) -> Any:
+        if refuse[0] and request.method == "DELETE" and request.path.endswith(workspace):
+            raise ApiError(500, "InternalError", "etcd is unavailable")
+        return await route(request)
+
+    try:
+        start(env, ctx)
+        server._route = refusing  # type: ignore[method-assign]
+        with pytest.raises(EnvironmentFailure, match=f"kubectl delete namespace {workspace}"):
+            _remove_faults(env)
+        assert namespace_of(cluster, workspace) is not None
+        body = cluster.get("trials", "t1") or {}
+        assert InjectionRecords.of(body).records == {f"{ctx.uid}/ciso-workspace": []}
+        ended = {**body, "status": {"phase": "Errored"}}
+        assert holders([ended], env.lease.cluster if env.lease else "", "other")[1] == [
+            f"{NS}/t1"
+        ], "the cluster counts as dirty while the workspace may be there"
+        refuse[0] = False
+        _remove_faults(env)  # what deleting the Trial does, once the cluster answers
+        assert namespace_of(cluster, workspace) is None
+        assert not InjectionRecords.of(cluster.get("trials", "t1") or {}).outstanding
+    finally:
+        env.close()
+
+
+def test_a_workspace_recorded_before_an_interrupted_build_is_deleted_with_the_trial(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    scenario = ciso_instance("ciso-kyverno-host-network", "compliant")
+    ctx = trial(cluster, "t1", scenario)
+    env = targets(cluster, tmp_path / "first")(ctx)
+    server = cluster.server
+    route = server._route
+
+    async def failing(request: Any) -> Any:
+        if request.method == "POST" and "/deployments" in request.path:
+            raise ApiError(500, "InternalError", "etcd is unavailable")
+        return await route(request)
+
+    server._route = failing  # type: ignore[method-assign]
+    with pytest.raises(EnvironmentFailure, match="building the CISO workspace"):
+        env.provision()
+    env.close()
+    server._route = route  # type: ignore[method-assign]
+    assert namespace_of(cluster, env.namespace) is not None, "partly built"
+    # A restarted operator releasing the deleted Trial finds the record and deletes it.
+    body = cluster.get("trials", "t1") or {}
+    assert InjectionRecords.of(body).outstanding
+    again = targets(cluster, tmp_path / "second")(ctx)
+    try:
+        _remove_faults(again)
+        assert namespace_of(cluster, env.namespace) is None
+    finally:
+        again.close()
+
+
+def test_an_sre_trial_on_the_cluster_keeps_its_scenario_namespace(
+    cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    catalog, _ = load_catalog(SCENARIOS)
+    scenario = catalog.get("checkout-memory-limit")
+    ctx = trial(cluster, "sre", scenario)
+    env = targets(cluster, tmp_path / "op")(ctx)
+    try:
+        assert env.namespace == SHOP and env.workspace is None
+        env.provision()  # the shop's Deployments are there: the check passes
+        assert env.injections() == []
+    finally:
+        env.close()
