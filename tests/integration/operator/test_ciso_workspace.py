@@ -10,13 +10,28 @@ loopback API differs from kube-apiserver: deleting a Namespace here removes the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from loopback import ApiError
-from operator_lab import NS, SCENARIOS, Cluster, benchmark_run
+from operator_lab import (
+    FAST,
+    NS,
+    SCENARIOS,
+    Cluster,
+    Lab,
+    agent,
+    benchmark_run,
+    ready_agent,
+    ready_scenarios,
+    status_of,
+    trials_of,
+    until,
+)
 from test_ciso_live import (
     NEEDS_SANDBOX,
     FakeClock,
@@ -39,7 +54,7 @@ from itbench.core.models.compliance import (
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialSpec
-from itbench.core.runner import TrialContext
+from itbench.core.runner import RunnerConfig, TrialContext
 from itbench.environments.port import EnvironmentFailure
 from itbench.operator.clusters import (
     ClusterTargets,
@@ -47,6 +62,7 @@ from itbench.operator.clusters import (
     LeasedClusterEnvironment,
     holders,
 )
+from itbench.operator.runtime import EnvironmentRegistry, OperatorConfig, operator_environments
 from itbench.operator.trials import _remove_faults
 from tests.integration.ciso_sample import ciso_instance
 
@@ -409,3 +425,138 @@ def test_an_sre_trial_on_the_cluster_keeps_its_scenario_namespace(
         assert env.injections() == []
     finally:
         env.close()
+
+
+def operator_config(cluster: Cluster) -> OperatorConfig:
+    """The lab's timings, with cluster runs on the operator's own cluster (the loopback API);
+    a cluster's clock is the wall's, so the runner's waits are cut short."""
+    runner = RunnerConfig(settle_seconds=0.1, poll_seconds=0.1, agent_poll_seconds=0.1)
+    return replace(
+        FAST, trial_tick_seconds=0.1, own_kubeconfig=str(cluster.kubeconfig), runner=runner
+    )
+
+
+@pytest_asyncio.fixture
+async def operator_lab(cluster: Cluster) -> AsyncIterator[Lab]:
+    """A lab whose environments are the operator's own (a leased slot of the cluster)."""
+    lab = Lab(
+        cluster=cluster,
+        environments=EnvironmentRegistry(
+            operator_environments(cluster.api, operator_config(cluster))
+        ),
+    )
+    try:
+        yield lab
+    finally:
+        for handle in lab.operators:
+            await handle.kill()
+
+
+@NEEDS_SANDBOX
+@pytest.mark.asyncio
+async def test_the_operator_runs_a_ciso_trial_in_its_workspace_and_deletes_it_at_the_end(
+    operator_lab: Lab, requests: list[tuple[str, str]]
+) -> None:
+    lab = operator_lab
+    await lab.start(operator_config(lab.cluster))
+    name = "ciso-opa-role-wildcard"
+    await ready_scenarios(lab, name)
+    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}, domain="CISO"))
+    workspaces: set[str] = set()
+
+    def seen() -> None:
+        workspaces.update(
+            n["metadata"]["name"]
+            for n in lab.cluster.server.objects("", "namespaces")
+            if is_workspace(n["metadata"]["name"])
+        )
+
+    lab.cluster.apply(
+        benchmark_run(
+            "live",
+            "oracle",
+            [name],
+            environment={"type": "cluster"},
+            allowOracle=True,
+            trialsPerScenario=1,
+        )
+    )
+
+    def ended() -> bool:
+        seen()
+        return status_of(lab, "benchmarkruns", "live").get("phase") in (
+            "Succeeded",
+            "Failed",
+            "Errored",
+        )
+
+    await until(ended, within=45, what="the run ended")
+    [trial_body] = trials_of(lab, "live")
+    status = trial_body["status"]
+    assert status["phase"] == "Succeeded", status.get("message")
+    assert len(workspaces) == 1, "the trial ran in a workspace"
+    [workspace] = workspaces
+    assert namespace_of(lab.cluster, workspace) is None, "deleted at the end of the trial"
+    assert not InjectionRecords.of(trial_body).outstanding
+    assert touched_shop(requests) == []
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_operator_resumes_the_workspace_and_deleting_the_trial_deletes_it(
+    operator_lab: Lab, requests: list[tuple[str, str]]
+) -> None:
+    lab = operator_lab
+    first = await lab.start(operator_config(lab.cluster))
+    name = "ciso-kyverno-host-network"
+    await ready_scenarios(lab, name)
+    await ready_agent(
+        lab, agent("outside", {"external": {"pollIntervalSeconds": 5}}, domain="CISO")
+    )
+    lab.cluster.apply(
+        benchmark_run(
+            "live",
+            "outside",
+            [name],
+            environment={"type": "cluster"},
+            trialsPerScenario=1,
+            timeouts={"agentSeconds": 3600},
+        )
+    )
+
+    def running() -> Any:
+        phases = ("Ready", "AgentRunning")
+        return next(
+            (t for t in trials_of(lab, "live") if t.get("status", {}).get("phase") in phases),
+            None,
+        )
+
+    body = await until(running, what="the trial waiting for its agent")
+    [workspace] = [
+        n["metadata"]["name"]
+        for n in lab.cluster.server.objects("", "namespaces")
+        if is_workspace(n["metadata"]["name"])
+    ]
+    before = stored(lab.cluster, workspace)
+    records = InjectionRecords.of(body)
+    # The operator process ends; a new one, with nothing in memory, takes the trial over.
+    await first.kill()
+    mark = len(requests)
+    lab.environments = EnvironmentRegistry(
+        operator_environments(lab.cluster.api, operator_config(lab.cluster))
+    )
+    await lab.start(operator_config(lab.cluster))
+    uid = body["metadata"]["uid"]
+    await until(lambda: lab.environments.get(uid) is not None, what="the trial taken over")
+    resumed = lab.environments.get(uid)
+    assert isinstance(resumed, LeasedClusterEnvironment) and resumed.namespace == workspace
+    assert stored(lab.cluster, workspace) == before, "nothing rebuilt, nothing re-injected"
+    assert [r for r in requests[mark:] if r[0] != "GET" and workspace in r[1]] == []
+    now = lab.cluster.get("trials", body["metadata"]["name"]) or {}
+    assert InjectionRecords.of(now).records == records.records
+    lab.cluster.kubectl("delete", "trial", body["metadata"]["name"], "--wait=false")
+    await until(
+        lambda: lab.cluster.get("trials", body["metadata"]["name"]) is None,
+        what="the Trial released and gone",
+    )
+    assert namespace_of(lab.cluster, workspace) is None, "its workspace deleted with it"
+    assert touched_shop(requests) == []
