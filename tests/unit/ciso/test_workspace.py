@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from itbench.catalog_files import load_catalog
+from itbench.catalog_files import load_catalog, load_variants
 from itbench.ciso.cluster import COUNTERPART_PREFIX, HOLD_LABEL, variant_manifests
 from itbench.ciso.evaluate import twin_of
 from itbench.ciso.reports import evaluation_token
@@ -21,9 +21,19 @@ from itbench.ciso.workspace import (
     workspace_namespace,
 )
 from itbench.core.models.scenario import Scenario
-from tests.integration.ciso_sample import ciso_instance
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def ciso_instance(name: str, state: str) -> Scenario:
+    """The instance of a catalog CISO scenario whose setting is in `state`."""
+    variants, problems = load_variants(ROOT / "scenarios" / "ciso" / name / "scenario.yaml")
+    assert variants is not None, problems
+    return next(
+        i.scenario
+        for i in variants.instances
+        if any(f.args.get("state") == state for f in i.scenario.spec.faults)
+    )
 
 
 def _workspace(instance: Scenario, uid: str = "uid-1") -> Workspace:
