@@ -1,7 +1,9 @@
 """A CISO trial on a live cluster runs in a workspace namespace of its own, against the loopback
 API: the operator's cluster factory builds it with the instance's objects, the agent reads it,
 the live evaluation judges it, a restarted operator takes it over unchanged, and it is deleted
-with the trial's injections. The shop's `otel-demo` namespace is never touched.
+with the trial's injections. The shop's `otel-demo` namespace is never touched. On the
+operator's own cluster (a served twin enforcing the chart's RBAC, as in test_cluster_identities)
+the workspace is built, read and deleted as the CISO evaluator.
 
 Kyverno's part is played by `test_ciso_live`'s stand-in for its reports controller. Where the
 loopback API differs from kube-apiserver: deleting a Namespace here removes the Namespace only
@@ -15,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import pytest_asyncio
 from loopback import ApiError
@@ -33,18 +36,20 @@ from operator_lab import (
     until,
 )
 from test_ciso_live import (
+    HOST_NETWORK_POLICY,
     NEEDS_SANDBOX,
     FakeClock,
     ReportsController,
     _install_kyverno_crds,
     _submission,
 )
+from test_cluster_identities import CISO_EVALUATOR, kyverno_served, twin  # noqa: F401
 
 from agents.ciso_reference import solutions
 from itbench.catalog_files import load_catalog
 from itbench.ciso.cluster import Rest, evaluate_on, variant_manifests
 from itbench.ciso.evaluate import twin_of
-from itbench.ciso.workspace import TRIAL_ANNOTATION, WORKSPACE_LABEL, is_workspace
+from itbench.ciso.workspace import TRIAL_ANNOTATION, WORKSPACE_LABEL, Workspace, is_workspace
 from itbench.core.ciso.posture import score_compliance
 from itbench.core.models.compliance import (
     CollectionKind,
@@ -65,6 +70,8 @@ from itbench.operator.clusters import (
 from itbench.operator.runtime import EnvironmentRegistry, OperatorConfig, operator_environments
 from itbench.operator.trials import _remove_faults
 from tests.integration.ciso_sample import ciso_instance
+from tests.integration.test_chart import NAMESPACE as CHART_NAMESPACE
+from tests.integration.test_chart import helm  # noqa: F401
 
 SHOP = "otel-demo"
 SENTINEL = "shop-frontend"
@@ -172,8 +179,14 @@ def touched_shop(requests: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [r for r in requests if f"/namespaces/{SHOP}" in r[1]]
 
 
-def kyverno_evaluation(env: LeasedClusterEnvironment, scenario: Scenario, policy: Any) -> Any:
-    kyverno = ReportsController(Rest(env._api))
+def kyverno_evaluation(
+    env: LeasedClusterEnvironment,
+    scenario: Scenario,
+    policy: Any,
+    kyverno: ReportsController | None = None,
+) -> Any:
+    """The live evaluation of a policy, Kyverno's part played by the stand-in."""
+    kyverno = kyverno or ReportsController(Rest(env._api))
     clock = FakeClock()
 
     def wait(seconds: float) -> None:
@@ -560,3 +573,47 @@ async def test_a_restarted_operator_resumes_the_workspace_and_deleting_the_trial
     )
     assert namespace_of(lab.cluster, workspace) is None, "its workspace deleted with it"
     assert touched_shop(requests) == []
+
+
+# ---- on the operator's own cluster, with the chart's RBAC ---------------------------------------
+
+
+def test_on_the_operators_own_cluster_the_workspace_is_built_read_and_deleted_as_the_evaluator(
+    twin: tuple[Any, Path, Path],  # noqa: F811
+    kyverno_served: Any,  # noqa: F811
+) -> None:
+    """The served twin enforces the chart's RBAC: the operator's own identity holds no right in
+    a workspace, the CISO evaluator's covers building, reading and deleting it."""
+    scenario = ciso_instance("ciso-kyverno-host-network", "noncompliant")
+    uid = "uid-own-cluster"
+    keys = [f"{uid}/inject/{i}" for i in range(len(scenario.spec.faults))]
+    workspace = Workspace.of_trial(scenario, NS, "own", uid, keys)
+    env = LeasedClusterEnvironment(
+        kubeconfig=twin[2],  # the operator's account
+        namespace=workspace.namespace,
+        workspace=workspace,
+        ciso_evaluator=(CHART_NAMESPACE, CISO_EVALUATOR),
+    )
+    try:
+        env.provision()
+        for key in keys:
+            assert env.inject(key, [])
+        assert {d["metadata"]["name"] for d in env.get_objects("Deployment")} >= {"frontend"}
+        assert env.get_objects("Namespace")[0]["metadata"]["name"] == workspace.namespace
+        operator = kubernetes.config.new_client_from_config(config_file=str(twin[2]))
+        try:
+            with pytest.raises(kubernetes.client.ApiException) as refused:
+                kubernetes.client.AppsV1Api(operator).list_namespaced_deployment(
+                    workspace.namespace
+                )
+            assert refused.value.status == 403, "the operator's own identity reads nothing there"
+        finally:
+            operator.close()
+        evaluation, _ = kyverno_evaluation(env, scenario, HOST_NETWORK_POLICY, kyverno_served)
+        assert score_compliance(evaluation, scenario, ttp=1.0).passed, evaluation
+        _remove_faults(env)
+        admin = Rest(kyverno_served.rest.api)
+        gone = admin.call("GET", f"/api/v1/namespaces/{workspace.namespace}")
+        assert gone is None or gone["metadata"].get("deletionTimestamp")
+    finally:
+        env.close()
