@@ -9,13 +9,16 @@ to `itbench-ciso-` names; Pods of its Deployments are held off every node (nothi
 posture is assessed on the manifests). What the instance holds outside a namespace (the update
 class's installed policy set, the built-in ClusterRoles) is never created on the cluster: the
 agent reads it as the compliance twin shows it, so no enforcing policy is ever installed.
+`WorkspaceEnvironment` is the Environment port on a workspace.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from itbench.ciso.cluster import (
@@ -28,10 +31,26 @@ from itbench.ciso.cluster import (
     variant_manifests,
 )
 from itbench.ciso.evaluate import twin_of
+from itbench.core.alert_rules import rules_fingerprint
+from itbench.core.faults import ObjectChange
+from itbench.core.inventory import STATE_KINDS, object_states
 from itbench.core.models.base import Domain
+from itbench.core.models.observations import (
+    ActionResult,
+    AgentAction,
+    Alert,
+    AlertInterval,
+    EnvironmentSnapshot,
+    WorkloadHealth,
+)
 from itbench.core.models.scenario import Scenario
+from itbench.environments.kube.baseline import Key, read_baseline
+from itbench.environments.kube.environment import ClusterEnvironment, account_kubeconfig
+from itbench.environments.port import EnvironmentFailure
 from itbench.environments.sim.compliance import KINDS as TWIN_KINDS
 from itbench.environments.sim.compliance import canonical_kind
+
+log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
@@ -222,3 +241,275 @@ def baseline_kinds() -> dict[str, str]:
         for kind, (group, version, _plural, namespaced) in KINDS.items()
         if namespaced
     }
+
+
+@dataclass
+class WorkspaceEnvironment(ClusterEnvironment):
+    """The cluster environment of a CISO trial: its `namespace` is the workspace's.
+
+    It behaves as the compliance twin does: the trial's `ciso.*` faults are recorded, not played
+    (the workspace is built with their changes) and any other fault is refused; what lies
+    outside the namespace (installed policies, ClusterRoles) is shown as the twin of the
+    instance shows it; there is no telemetry (nothing runs) and every agent action is refused.
+    The workspace is recorded among the injections before it is built, and removing that record
+    deletes it. Reads go through the CISO evaluator's identity when there is one (the operator's
+    own rights cover the scenario namespaces only).
+
+    Attributes:
+        workspace: The trial's workspace (required).
+    """
+
+    workspace: Workspace | None = None
+    _reader_api: tuple[str, Any] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.workspace is None:
+            raise ValueError("a WorkspaceEnvironment needs its workspace")
+        if self.namespace != self.workspace.namespace:
+            raise ValueError(
+                f"namespace {self.namespace!r} is not the workspace's ({self.workspace.namespace})"
+            )
+        super().__post_init__()
+
+    @property
+    def _ws(self) -> Workspace:
+        assert self.workspace is not None
+        return self.workspace
+
+    def close(self) -> None:
+        """Close the reading client too."""
+        if self._reader_api is not None:
+            self._reader_api[1].close()
+            self._reader_api = None
+        super().close()
+
+    # ---- identities ---------------------------------------------------------------------------
+    def _reading_api(self) -> Any:
+        """The evaluator account's API client (renewed with its token), else the kubeconfig's."""
+        if self._evaluator_tokens is None:
+            return self._api
+        import kubernetes
+
+        token = self._evaluator_tokens.token()
+        if self._reader_api is not None and self._reader_api[0] == token:
+            return self._reader_api[1]
+        config = account_kubeconfig(self.kubeconfig, "ciso-evaluator", token)
+        client = kubernetes.config.new_client_from_config_dict(config)
+        if self._reader_api is not None:
+            self._reader_api[1].close()
+        self._reader_api = (token, client)
+        return client
+
+    def _objects(self, kind: str) -> list[Obj]:
+        try:
+            return self._ws.list_objects(Rest(self._reading_api()), kind)
+        except WorkspaceError as exc:
+            raise EnvironmentFailure(str(exc)) from None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def provision(self) -> None:
+        """Build the workspace (recorded first, so that whatever happens next its removal is
+        known; idempotent), check it and take the baseline.
+
+        Raises:
+            EnvironmentFailure: The workspace could not be built or holds no Deployment.
+        """
+        if self._provisioned_at is not None:
+            return
+        workspace = self._ws
+        if workspace.key not in self._applied:
+            self._applied[workspace.key] = []
+            if workspace.key not in self._order:
+                self._order.append(workspace.key)
+            self._records_changed()
+        api = self.ciso_evaluator_api()
+        try:
+            workspace.build(Rest(api))
+        except WorkspaceError as exc:
+            raise EnvironmentFailure(str(exc)) from None
+        finally:
+            api.close()
+        if not self._objects("Namespace"):
+            raise EnvironmentFailure(
+                f"the CISO workspace {self.namespace} is missing right after it was built"
+            )
+        if not self._objects("Deployment"):
+            raise EnvironmentFailure(
+                f"no Deployments in the CISO workspace {self.namespace}: the instance "
+                f"{workspace.instance.metadata.name} holds none, or the cluster dropped them"
+            )
+        self._baseline = self.read_baseline()
+        self._provisioned_at = self.clock.now()
+
+    def _records_changed(self) -> None:
+        """Called when the workspace is recorded (a subclass that keeps the records elsewhere
+        saves them)."""
+
+    def read_baseline(self) -> dict[Key, bytes]:
+        """What the workspace holds, in its baseline form."""
+        found: dict[Key, bytes] = self._call(
+            "reading objects", read_baseline, self._reading_api(), self.namespace, baseline_kinds()
+        )
+        return found
+
+    def snapshot(self) -> EnvironmentSnapshot:
+        """The workspace as the twin reports its namespace: its Deployments as their owners
+        deployed them (held off every node, they are meant never to run), nothing firing, no
+        traffic, and the state of what it holds."""
+        self._require()
+        workloads = [
+            WorkloadHealth(
+                kind="Deployment",
+                name=d["metadata"]["name"],
+                desired_replicas=int((d.get("spec") or {}).get("replicas", 1)),
+                ready_replicas=int((d.get("spec") or {}).get("replicas", 1)),
+            )
+            for d in self._objects("Deployment")
+        ]
+        objects = [
+            o
+            for kind in baseline_kinds()
+            if kind in (*STATE_KINDS, "Role", "RoleBinding")
+            for o in self._objects(kind)
+        ]
+        return EnvironmentSnapshot(
+            time=self.now(),
+            workloads=workloads,
+            alert_rules_fingerprint=rules_fingerprint({"spec": []}),
+            objects=object_states(objects),
+        )
+
+    # ---- faults -------------------------------------------------------------------------------
+    def inject(self, key: str, changes: list[ObjectChange]) -> bool:
+        """Record one of the faults the workspace was built with (once per key).
+
+        Raises:
+            EnvironmentFailure: A fault the workspace was not built with.
+        """
+        self._require()
+        if key in self._applied:
+            return False
+        if key not in self._ws.built_in:
+            raise EnvironmentFailure(
+                f"injection {key}: the CISO workspace {self.namespace} is built whole with the "
+                "instance's ciso.* faults and takes no other fault"
+            )
+        self._applied[key] = []
+        if key not in self._order:
+            self._order.append(key)
+        return True
+
+    def remove(self, key: str) -> bool:
+        """Drop a record; the workspace's own deletes the workspace.
+
+        Raises:
+            EnvironmentFailure: The deletion failed (the record is kept; the message says how
+                to finish it by hand).
+        """
+        workspace = self._ws
+        if key != workspace.key:
+            self._require()
+        applied = self._applied.pop(key, None)
+        if applied is None:
+            return False
+        if key != workspace.key:
+            return True
+        api: Any = None
+        try:
+            api = self.ciso_evaluator_api()
+            workspace.delete(Rest(api))
+        except (WorkspaceError, EnvironmentFailure) as exc:
+            self._applied[key] = applied  # kept: the Trial's release retries it
+            raise EnvironmentFailure(str(exc)) from None
+        finally:
+            if api is not None:
+                api.close()
+        log.info(
+            "deleted the CISO workspace %s",
+            workspace.namespace,
+            extra={"trial": workspace.trial, "workspace": workspace.namespace},
+        )
+        return True
+
+    # ---- observe ------------------------------------------------------------------------------
+    def alerts(self) -> list[Alert]:
+        """None: nothing runs in a workspace."""
+        return []
+
+    def alert_history(self) -> list[AlertInterval]:
+        """None: nothing ever fires."""
+        self._require()
+        return []
+
+    def query_metrics(self, query: str, time: datetime) -> Obj:
+        """An empty vector: the workspace has no telemetry (the shop's is not its)."""
+        return {"resultType": "vector", "result": []}
+
+    def query_metrics_range(
+        self, query: str, start: datetime, end: datetime, step_seconds: float
+    ) -> Obj:
+        """An empty matrix.
+
+        Raises:
+            ValueError: A step that is not positive.
+        """
+        if step_seconds <= 0:
+            raise ValueError("step must be positive")
+        return {"resultType": "matrix", "result": []}
+
+    def query_logs(self, query: str, start: datetime, end: datetime, limit: int) -> Obj:
+        """No log streams."""
+        return {"resultType": "streams", "result": []}
+
+    def search_traces(
+        self,
+        service: str,
+        operation: str | None,
+        tags: dict[str, str],
+        start: datetime,
+        end: datetime,
+        limit: int,
+    ) -> list[Obj]:
+        """No traces."""
+        return []
+
+    def get_objects(self, kind: str, name: str | None = None, *, copy: bool = True) -> list[Obj]:
+        """Objects of a kind the compliance twin serves: the namespace's read from the
+        workspace, the rest as the twin of the instance shows them (read afresh every time).
+
+        Raises:
+            ValueError: A kind the twin does not serve.
+        """
+        found = self._objects(kind)
+        return [o for o in found if name is None or o["metadata"]["name"] == name]
+
+    def service_calls(self) -> list[tuple[str, str]]:
+        """No call graph is modelled here."""
+        return []
+
+    def events(self, kind: str | None = None, name: str | None = None) -> list[Obj]:
+        """No events: nothing runs."""
+        return []
+
+    def pod_logs(self, pod: str, tail: int) -> list[str]:
+        """Pods log nothing here (held off every node, they never run).
+
+        Raises:
+            ValueError: No such pod.
+        """
+        if not self.get_objects("Pod", pod):
+            raise ValueError(f'pods "{pod}" not found')
+        return []
+
+    # ---- act ----------------------------------------------------------------------------------
+    def act(self, action: AgentAction) -> ActionResult:
+        """Refuse, as the compliance twin does: an assessment reads, it does not repair."""
+        self._require()
+        return ActionResult(
+            ok=False,
+            outcome="refused",
+            message=(
+                f"refused: {action.verb.value} {action.kind}/{action.name}: the compliance "
+                "environment is read-only; submit the assessment's artefacts instead"
+            ),
+        )

@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from itbench.ciso.workspace import Workspace, uses_workspace
+from itbench.ciso.workspace import Workspace, WorkspaceEnvironment, uses_workspace
 from itbench.core.faults import ObjectChange
 from itbench.core.models.benchmark_run import EnvironmentSpec, EnvironmentType
 from itbench.core.models.observations import EnvironmentSnapshot
@@ -424,6 +424,7 @@ class LeasedClusterEnvironment(ClusterEnvironment):
         self._annotate({RECORDS: text})
 
     def _records_changed(self) -> None:
+        """Keep the records on the Trial (a workspace's is noted before it is built)."""
         self._save()
 
     def _annotate(self, annotations: dict[str, str]) -> None:
@@ -431,6 +432,11 @@ class LeasedClusterEnvironment(ClusterEnvironment):
             return
         namespace, name = self.trial
         self.api.annotate(TRIALS, namespace, name, annotations)
+
+
+@dataclass
+class LeasedWorkspaceEnvironment(LeasedClusterEnvironment, WorkspaceEnvironment):
+    """The environment of one CISO trial in its workspace, its records on the Trial."""
 
 
 def connect(
@@ -634,12 +640,16 @@ class ClusterTargets:
         if own and self.agent_account is not None:
             agent = (namespace, self.agent_account)
             self.api.ensure(service_account(namespace, self.agent_account))
+        in_workspace: dict[str, Any] = (
+            {"namespace": workspace.namespace, "workspace": workspace}
+            if workspace is not None
+            else {"namespace": ctx.namespace}
+        )
         return connect(
-            LeasedClusterEnvironment,
+            LeasedWorkspaceEnvironment if workspace is not None else LeasedClusterEnvironment,
             target.server,
             kubeconfig=self._write(target.text),
-            namespace=workspace.namespace if workspace is not None else ctx.namespace,
-            workspace=workspace,
+            **in_workspace,
             collections_path=self.collections_path,
             injector=self.injector if own else None,
             agent_account=agent,

@@ -21,13 +21,6 @@ to a private directory made for each playbook run and removed after it); given a
 ServiceAccount, agent actions are read and written as it, so the cluster's own RBAC backs the
 gateway's guardrails; given a CISO evaluator ServiceAccount, the live CISO evaluation installs
 and removes its audit policies and counterpart namespace as it (`ciso_evaluator_api`).
-
-A CISO trial runs in a workspace (`itbench.ciso.workspace`): a namespace of its own, built with
-the instance's objects when the environment is provisioned (as the CISO evaluator) and deleted
-when its record is removed. There the environment behaves as the compliance twin does: its
-`ciso.*` faults are recorded, not played (the workspace is built with them); what lies outside
-the namespace (installed policies, ClusterRoles) is shown as the twin shows it; no telemetry;
-agent actions are refused. Its reads go through the evaluator's identity when there is one.
 """
 
 from __future__ import annotations
@@ -43,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import yaml
@@ -102,10 +95,6 @@ from itbench.environments.sim.objects import (
     parse_cpu,
     parse_memory,
 )
-
-if TYPE_CHECKING:
-    from itbench.ciso.cluster import Rest
-    from itbench.ciso.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -292,8 +281,6 @@ class ClusterEnvironment:
             as (None: the kubeconfig's identity).
         ciso_evaluator: The ServiceAccount (namespace, name) the live CISO evaluation runs as
             (None: the kubeconfig's identity).
-        workspace: The CISO trial's workspace (None: the trial runs in `namespace` as it is);
-            `namespace` is then the workspace's.
     """
 
     kubeconfig: Path
@@ -306,13 +293,11 @@ class ClusterEnvironment:
     injector: tuple[str, str] | None = None
     agent_account: tuple[str, str] | None = None
     ciso_evaluator: tuple[str, str] | None = None
-    workspace: Workspace | None = None
     clock: ClusterClock = field(init=False)
     _api: Any = field(init=False, default=None)
     _agent_tokens: AccountTokens | None = field(init=False, default=None)
     _agent_api: tuple[str, Any] | None = field(init=False, default=None)
     _evaluator_tokens: AccountTokens | None = field(init=False, default=None)
-    _reader_api: tuple[str, Any] | None = field(init=False, default=None)
     _http: dict[str, httpx.Client] = field(init=False, default_factory=dict)
     _applied: dict[str, list[AppliedChange]] = field(init=False, default_factory=dict)
     _order: list[str] = field(init=False, default_factory=list)
@@ -371,9 +356,6 @@ class ClusterEnvironment:
         if self._agent_api is not None:
             self._agent_api[1].close()
             self._agent_api = None
-        if self._reader_api is not None:
-            self._reader_api[1].close()
-            self._reader_api = None
         if self._api is not None:
             self._api.close()
 
@@ -410,27 +392,6 @@ class ClusterEnvironment:
             self._agent_api[1].close()
         self._agent_api = (token, client)
         return client
-
-    def _reading_api(self) -> Any:
-        """The API client the environment reads through: in a CISO workspace the evaluator
-        account's when there is one (it reads what the workspace holds; the operator's own
-        rights cover the scenario namespaces only), else the kubeconfig's."""
-        if self.workspace is None or self._evaluator_tokens is None:
-            return self._api
-        import kubernetes
-
-        token = self._evaluator_tokens.token()
-        if self._reader_api is not None and self._reader_api[0] == token:
-            return self._reader_api[1]
-        config = account_kubeconfig(self.kubeconfig, "ciso-evaluator", token)
-        client = kubernetes.config.new_client_from_config_dict(config)
-        if self._reader_api is not None:
-            self._reader_api[1].close()
-        self._reader_api = (token, client)
-        return client
-
-    def _workspace_rest(self) -> Rest:
-        return self._rest_of(self._reading_api())
 
     def ciso_evaluator_api(self) -> Any:
         """A new API client for one live CISO evaluation (the caller closes it): the evaluator
@@ -549,9 +510,6 @@ class ClusterEnvironment:
         """
         if self._provisioned_at is not None:
             return
-        if self.workspace is not None:
-            self._provision_workspace()
-            return
         import kubernetes
 
         try:
@@ -567,130 +525,11 @@ class ClusterEnvironment:
         self._provisioned_at = self.clock.now()
 
     def read_baseline(self) -> dict[Key, bytes]:
-        """Every object of the application (and cluster-scoped ones) in its baseline form; of
-        a CISO workspace, what it holds."""
-        if self.workspace is not None:
-            from itbench.ciso.workspace import baseline_kinds
-
-            kept: dict[Key, bytes] = self._call(
-                "reading objects",
-                read_baseline,
-                self._reading_api(),
-                self.namespace,
-                baseline_kinds(),
-            )
-            return kept
+        """Every object of the application (and cluster-scoped ones) in its baseline form."""
         found: dict[Key, bytes] = self._call(
             "reading objects", read_baseline, self._api, self.namespace
         )
         return found
-
-    # ---- the CISO workspace -------------------------------------------------------------------
-    def _provision_workspace(self) -> None:
-        """Build the workspace (recorded first, so that whatever happens next its removal is
-        known), check it and take the baseline."""
-        from itbench.ciso.workspace import WorkspaceError
-
-        workspace = self.workspace
-        assert workspace is not None
-        if workspace.key not in self._applied:
-            self._applied[workspace.key] = []
-            if workspace.key not in self._order:
-                self._order.append(workspace.key)
-            self._records_changed()
-        api = self.ciso_evaluator_api()
-        try:
-            workspace.build(self._rest_of(api))
-        except WorkspaceError as exc:
-            raise EnvironmentFailure(str(exc)) from None
-        finally:
-            api.close()
-        try:
-            rest = self._workspace_rest()
-            if not workspace.list_objects(rest, "Namespace"):
-                raise EnvironmentFailure(
-                    f"the CISO workspace {self.namespace} is missing right after it was built"
-                )
-            if not workspace.list_objects(rest, "Deployment"):
-                raise EnvironmentFailure(
-                    f"no Deployments in the CISO workspace {self.namespace}: the instance "
-                    f"{workspace.instance.metadata.name} holds none, or the cluster dropped them"
-                )
-        except WorkspaceError as exc:
-            raise EnvironmentFailure(str(exc)) from None
-        self._baseline = self.read_baseline()
-        self._provisioned_at = self.clock.now()
-
-    @staticmethod
-    def _rest_of(api: Any) -> Rest:
-        from itbench.ciso.cluster import Rest
-
-        return Rest(api)
-
-    def _delete_workspace(self) -> None:
-        """Delete the workspace namespace (as the CISO evaluator).
-
-        Raises:
-            EnvironmentFailure: The deletion failed (the message says how to finish it).
-        """
-        from itbench.ciso.workspace import WorkspaceError
-
-        workspace = self.workspace
-        assert workspace is not None
-        api = self.ciso_evaluator_api()
-        try:
-            workspace.delete(self._rest_of(api))
-        except WorkspaceError as exc:
-            raise EnvironmentFailure(str(exc)) from None
-        finally:
-            api.close()
-        log.info(
-            "deleted the CISO workspace %s",
-            workspace.namespace,
-            extra={"trial": workspace.trial, "workspace": workspace.namespace},
-        )
-
-    def _workspace_objects(self, kind: str) -> list[Json]:
-        from itbench.ciso.workspace import WorkspaceError
-
-        assert self.workspace is not None
-        try:
-            return self.workspace.list_objects(self._workspace_rest(), kind)
-        except WorkspaceError as exc:
-            raise EnvironmentFailure(str(exc)) from None
-
-    def _workspace_snapshot(self) -> EnvironmentSnapshot:
-        """A workspace as the twin reports its namespace: its Deployments as their owners
-        deployed them (held off every node, they are meant never to run), nothing firing, no
-        traffic, and the state of what it holds."""
-        from itbench.ciso.workspace import baseline_kinds
-
-        deployments = self._workspace_objects("Deployment")
-        workloads = [
-            WorkloadHealth(
-                kind="Deployment",
-                name=d["metadata"]["name"],
-                desired_replicas=int((d.get("spec") or {}).get("replicas", 1)),
-                ready_replicas=int((d.get("spec") or {}).get("replicas", 1)),
-            )
-            for d in deployments
-        ]
-        objects = [
-            o
-            for kind in baseline_kinds()
-            if kind in (*STATE_KINDS, "Role", "RoleBinding")
-            for o in self._workspace_objects(kind)
-        ]
-        return EnvironmentSnapshot(
-            time=self.now(),
-            workloads=workloads,
-            alert_rules_fingerprint=rules_fingerprint({"spec": []}),
-            objects=object_states(objects),
-        )
-
-    def _records_changed(self) -> None:
-        """Called when the injection records changed outside `inject` and `remove` (a
-        subclass that keeps them elsewhere saves them)."""
 
     def dirty(self) -> list[Key]:
         """Objects that differ from the baseline taken at provisioning (empty: clean)."""
@@ -703,8 +542,6 @@ class ClusterEnvironment:
     def snapshot(self) -> EnvironmentSnapshot:
         """Workloads, firing alerts, the alert rules' fingerprint, the footprint and flags now."""
         self._require()
-        if self.workspace is not None:
-            return self._workspace_snapshot()
         rates = self._service_rates()
         workloads = [
             WorkloadHealth(
@@ -778,8 +615,6 @@ class ClusterEnvironment:
     def _flags(self) -> dict[str, str]:
         """The variant flagd serves for each enabled flag (its OFREP bulk evaluation; empty
         while flagd is down)."""
-        if self.workspace is not None:
-            return {}
         try:
             answer = self._request("flagd", "POST", "/ofrep/v1/evaluate/flags", json={})
         except EnvironmentFailure:
@@ -792,50 +627,25 @@ class ClusterEnvironment:
         }
 
     def inject(self, key: str, changes: list[ObjectChange]) -> bool:
-        """Make a fault's changes once per key through the playbooks; the record stays here.
-
-        In a CISO workspace the trial's `ciso.*` faults are recorded only (the workspace was
-        built with their changes) and any other fault is refused.
-
-        Raises:
-            EnvironmentFailure: The injection failed, or a workspace was asked for a fault it
-                was not built with.
-        """
+        """Make a fault's changes once per key through the playbooks; the record stays here."""
         self._require()
         if key in self._applied:
             return False
         assert self.faults is not None
-        if self.workspace is not None:
-            if key not in self.workspace.built_in:
-                raise EnvironmentFailure(
-                    f"injection {key}: the CISO workspace {self.namespace} is built whole with "
-                    "the instance's ciso.* faults and takes no other fault"
-                )
-            self._applied[key] = []
-        else:
-            self._applied[key] = self.faults.inject(changes)
+        self._applied[key] = self.faults.inject(changes)
         if key not in self._order:
             self._order.append(key)
         return True
 
     def remove(self, key: str) -> bool:
-        """Undo the changes injected under key (restore what they touched); the record of a
-        CISO workspace is removed by deleting the workspace.
-
-        Raises:
-            EnvironmentFailure: The removal failed (the record is kept).
-        """
-        if self.workspace is None or key != self.workspace.key:
-            self._require()
+        """Undo the changes injected under key (restore what they touched)."""
+        self._require()
         applied = self._applied.pop(key, None)
         if applied is None:
             return False
         assert self.faults is not None
         try:
-            if self.workspace is not None and key == self.workspace.key:
-                self._delete_workspace()
-            elif self.workspace is None or key not in self.workspace.built_in:
-                self.faults.remove(applied)
+            self.faults.remove(applied)
         except EnvironmentFailure:
             self._applied[key] = applied  # kept: a later removal or repair still knows it
             raise
@@ -861,10 +671,7 @@ class ClusterEnvironment:
         return self.clock.to_cluster(wall)
 
     def alerts(self) -> list[Alert]:
-        """Active alerts as the stack's Prometheus reports them (times on the cluster's clock;
-        none in a CISO workspace, where nothing runs)."""
-        if self.workspace is not None:
-            return []
+        """Active alerts as the stack's Prometheus reports them (times on the cluster's clock)."""
         data = self._get("prometheus", "/api/v1/alerts", {})["data"]["alerts"]
         out = []
         for item in data:
@@ -893,8 +700,6 @@ class ClusterEnvironment:
     def alert_history(self) -> list[AlertInterval]:
         """Firing intervals since provisioning, from Prometheus' `ALERTS` series."""
         self._require()
-        if self.workspace is not None:
-            return []
         assert self._provisioned_at is not None
         step = EVALUATION_INTERVAL_SECONDS
         data = self.query_metrics_range(
@@ -951,8 +756,6 @@ class ClusterEnvironment:
         Raises:
             ValueError: Prometheus refused the query (its message).
         """
-        if self.workspace is not None:
-            return {"resultType": "vector", "result": []}
         params = {
             "query": scale_promql(query, self.clock.speed),
             "time": f"{self.clock.to_wall(time.timestamp()):.3f}",
@@ -970,8 +773,6 @@ class ClusterEnvironment:
         """
         if step_seconds <= 0:
             raise ValueError("step must be positive")
-        if self.workspace is not None:
-            return {"resultType": "matrix", "result": []}
         params = {
             "query": scale_promql(query, self.clock.speed),
             "start": f"{self.clock.to_wall(start.timestamp()):.3f}",
@@ -982,9 +783,7 @@ class ClusterEnvironment:
         return self._to_cluster_times(data)
 
     def query_logs(self, query: str, start: datetime, end: datetime, limit: int) -> Json:
-        """LogQL on the stack's Loki (`data` of its answer; no streams in a CISO workspace)."""
-        if self.workspace is not None:
-            return {"resultType": "streams", "result": []}
+        """LogQL on the stack's Loki (`data` of its answer)."""
         params = {
             "query": query,
             "start": str(int(start.timestamp() * 1e9)),
@@ -1003,11 +802,9 @@ class ClusterEnvironment:
         end: datetime,
         limit: int,
     ) -> list[Json]:
-        """Jaeger's trace search (a list of Jaeger trace objects; none in a CISO workspace)."""
+        """Jaeger's trace search (a list of Jaeger trace objects)."""
         import json
 
-        if self.workspace is not None:
-            return []
         params: dict[str, str] = {
             "service": service,
             "start": str(int(start.timestamp() * 1e6)),
@@ -1024,13 +821,8 @@ class ClusterEnvironment:
     def get_objects(self, kind: str, name: str | None = None, *, copy: bool = True) -> list[Json]:
         """Objects of a kind in the namespace (the fault injector's kinds are not served).
 
-        Every answer is read from the cluster afresh, so `copy` changes nothing here. In a CISO
-        workspace the kinds are the compliance twin's: the namespace's read from the workspace,
-        the rest (installed policies, ClusterRoles) as the twin of the instance shows them.
+        Every answer is read from the cluster afresh, so `copy` changes nothing here.
         """
-        if self.workspace is not None:
-            found = self._workspace_objects(kind)
-            return [o for o in found if name is None or o["metadata"]["name"] == name]
         canonical = canonical_kind(kind)
         if canonical in INJECTOR_KINDS or canonical not in KIND_INFO:
             raise ValueError(f'the server doesn\'t have a resource type "{kind}"')
@@ -1038,16 +830,11 @@ class ClusterEnvironment:
         return [o for o in items if name is None or o["metadata"]["name"] == name]
 
     def service_calls(self) -> list[tuple[str, str]]:
-        """The shop's service call graph (none is modelled in a CISO workspace)."""
-        if self.workspace is not None:
-            return []
+        """The shop's service call graph."""
         return service_calls()
 
     def events(self, kind: str | None = None, name: str | None = None) -> list[Json]:
-        """Kubernetes Events in the namespace, oldest first (of one object, given both; none in
-        a CISO workspace, where nothing runs)."""
-        if self.workspace is not None:
-            return []
+        """Kubernetes Events in the namespace, oldest first (of one object, given both)."""
         events = self._list("Event")
         if kind is not None and name is not None:
             events = [e for e in events if involves(e, kind, name)]
@@ -1064,10 +851,6 @@ class ClusterEnvironment:
         """
         import kubernetes
 
-        if self.workspace is not None:
-            if not self.get_objects("Pod", pod):
-                raise ValueError(f'pods "{pod}" not found')
-            return []  # held off every node, a workspace's Pods never log
         try:
             answer = self._call(
                 "reading a log",
@@ -1088,21 +871,11 @@ class ClusterEnvironment:
         """Carry out an agent action with kubectl's semantics, writing what it changed.
 
         With an agent account, what the action reads and writes goes through that account's
-        identity: whatever its RBAC refuses is the API server's error, as kubectl shows it. In a
-        CISO workspace every action is refused, as the compliance twin refuses it.
+        identity: whatever its RBAC refuses is the API server's error, as kubectl shows it.
         """
         import kubernetes
 
         self._require()
-        if self.workspace is not None:
-            return ActionResult(
-                ok=False,
-                outcome="refused",
-                message=(
-                    f"refused: {action.verb.value} {action.kind}/{action.name}: the compliance "
-                    "environment is read-only; submit the assessment's artefacts instead"
-                ),
-            )
         api = self._acting_api()
         kinds = {canonical_kind(action.kind)}
         if action.manifest.get("kind"):

@@ -49,7 +49,13 @@ from agents.ciso_reference import solutions
 from itbench.catalog_files import load_catalog
 from itbench.ciso.cluster import Rest, evaluate_on, variant_manifests
 from itbench.ciso.evaluate import twin_of
-from itbench.ciso.workspace import TRIAL_ANNOTATION, WORKSPACE_LABEL, Workspace, is_workspace
+from itbench.ciso.workspace import (
+    TRIAL_ANNOTATION,
+    WORKSPACE_LABEL,
+    Workspace,
+    WorkspaceEnvironment,
+    is_workspace,
+)
 from itbench.core.ciso.posture import score_compliance
 from itbench.core.models.compliance import (
     CollectionKind,
@@ -65,6 +71,7 @@ from itbench.operator.clusters import (
     ClusterTargets,
     InjectionRecords,
     LeasedClusterEnvironment,
+    LeasedWorkspaceEnvironment,
     holders,
 )
 from itbench.operator.runtime import EnvironmentRegistry, OperatorConfig, operator_environments
@@ -433,7 +440,7 @@ def test_an_sre_trial_on_the_cluster_keeps_its_scenario_namespace(
     ctx = trial(cluster, "sre", scenario)
     env = targets(cluster, tmp_path / "op")(ctx)
     try:
-        assert env.namespace == SHOP and env.workspace is None
+        assert env.namespace == SHOP and not isinstance(env, WorkspaceEnvironment)
         env.provision()  # the shop's Deployments are there: the check passes
         assert env.injections() == []
     finally:
@@ -588,7 +595,7 @@ def test_on_the_operators_own_cluster_the_workspace_is_built_read_and_deleted_as
     uid = "uid-own-cluster"
     keys = [f"{uid}/inject/{i}" for i in range(len(scenario.spec.faults))]
     workspace = Workspace.of_trial(scenario, NS, "own", uid, keys)
-    env = LeasedClusterEnvironment(
+    env = LeasedWorkspaceEnvironment(
         kubeconfig=twin[2],  # the operator's account
         namespace=workspace.namespace,
         workspace=workspace,
