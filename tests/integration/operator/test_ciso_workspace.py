@@ -624,3 +624,47 @@ def test_on_the_operators_own_cluster_the_workspace_is_built_read_and_deleted_as
         assert gone is None or gone["metadata"].get("deletionTimestamp")
     finally:
         env.close()
+
+
+@pytest.mark.asyncio
+async def test_a_trial_errored_while_building_its_workspace_deletes_what_was_built(
+    operator_lab: Lab, requests: list[tuple[str, str]]
+) -> None:
+    lab = operator_lab
+    server = lab.cluster.server
+    route = server._route
+    built: set[str] = set()
+
+    async def failing(request: Any) -> Any:
+        parts = request.path.split("/")
+        if request.method == "POST" and parts[-1] == "deployments" and is_workspace(parts[-2]):
+            built.add(parts[-2])
+            raise ApiError(500, "InternalError", "etcd is unavailable")
+        return await route(request)
+
+    server._route = failing  # type: ignore[method-assign]
+    await lab.start(operator_config(lab.cluster))
+    name = "ciso-kyverno-host-network"
+    await ready_scenarios(lab, name)
+    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}, domain="CISO"))
+    lab.cluster.apply(
+        benchmark_run(
+            "live",
+            "oracle",
+            [name],
+            environment={"type": "cluster"},
+            allowOracle=True,
+            trialsPerScenario=1,
+        )
+    )
+    await until(
+        lambda: status_of(lab, "benchmarkruns", "live").get("phase") == "Errored",
+        what="the run errored",
+    )
+    [trial_body] = trials_of(lab, "live")
+    assert trial_body["status"]["reason"] == "EnvironmentFailure"
+    assert "building the CISO workspace" in trial_body["status"]["message"]
+    [workspace] = built
+    assert namespace_of(lab.cluster, workspace) is None, "what was built is deleted"
+    assert not InjectionRecords.of(trial_body).outstanding
+    assert touched_shop(requests) == []
