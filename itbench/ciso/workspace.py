@@ -23,6 +23,7 @@ from typing import Any
 
 from itbench.ciso.cluster import (
     COUNTERPART_PREFIX,
+    HOLD_LABEL,
     KINDS,
     ClusterError,
     RefusedError,
@@ -31,6 +32,7 @@ from itbench.ciso.cluster import (
     variant_manifests,
 )
 from itbench.ciso.evaluate import twin_of
+from itbench.ciso.reports import NAME_LABEL
 from itbench.core.alert_rules import rules_fingerprint
 from itbench.core.faults import ObjectChange
 from itbench.core.inventory import STATE_KINDS, object_states
@@ -158,6 +160,41 @@ class Workspace:
                     **(meta.get("annotations") or {}),
                     TRIAL_ANNOTATION: self.trial,
                 }
+        return out
+
+    def as_scenarios(self, obj: Obj) -> Obj:
+        """An object of the workspace as the agent sees it: in the scenario's namespace, as in
+        the twin (the workspace's name, label and Trial annotation are the platform's, and so
+        is the node selector that holds its Pods off every node)."""
+        own = self.instance.spec.environment.namespace
+        out = copy.deepcopy(obj)
+        meta = out.setdefault("metadata", {})
+        spec = out.get("spec")
+        if isinstance(spec, dict):
+            template = spec.get("template")
+            for pod in (spec, template.get("spec") if isinstance(template, dict) else None):
+                selector = pod.get("nodeSelector") if isinstance(pod, dict) else None
+                if isinstance(pod, dict) and isinstance(selector, dict) and HOLD_LABEL in selector:
+                    kept = {k: v for k, v in selector.items() if k != HOLD_LABEL}
+                    if kept:
+                        pod["nodeSelector"] = kept
+                    else:
+                        pod.pop("nodeSelector")
+        if out.get("kind") == "Namespace" and meta.get("name") == self.namespace:
+            meta["name"] = own
+            labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != WORKSPACE_LABEL}
+            if NAME_LABEL in labels:
+                labels[NAME_LABEL] = own
+            meta["labels"] = labels
+            notes = {
+                k: v for k, v in (meta.get("annotations") or {}).items() if k != TRIAL_ANNOTATION
+            }
+            if notes:
+                meta["annotations"] = notes
+            else:
+                meta.pop("annotations", None)
+        elif meta.get("namespace") == self.namespace:
+            meta["namespace"] = own
         return out
 
     def build(self, rest: Rest) -> None:
@@ -475,12 +512,14 @@ class WorkspaceEnvironment(ClusterEnvironment):
 
     def get_objects(self, kind: str, name: str | None = None, *, copy: bool = True) -> list[Obj]:
         """Objects of a kind the compliance twin serves: the namespace's read from the
-        workspace, the rest as the twin of the instance shows them (read afresh every time).
+        workspace and shown in the scenario's namespace, as in the twin (the agent is scoped
+        to it and never sees the platform's name), the rest as the twin of the instance shows
+        them (read afresh every time).
 
         Raises:
             ValueError: A kind the twin does not serve.
         """
-        found = self._objects(kind)
+        found = [self._ws.as_scenarios(o) for o in self._objects(kind)]
         return [o for o in found if name is None or o["metadata"]["name"] == name]
 
     def service_calls(self) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ loopback API differs from kube-apiserver: deleting a Namespace here removes the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -67,6 +68,8 @@ from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialSpec
 from itbench.core.runner import RunnerConfig, TrialContext
 from itbench.environments.port import EnvironmentFailure
+from itbench.gateway.operations.objects import read_objects
+from itbench.gateway.sessions import TrialSession
 from itbench.operator.clusters import (
     ClusterTargets,
     InjectionRecords,
@@ -226,11 +229,25 @@ def test_a_ciso_trial_builds_its_workspace_reads_and_is_judged_there_never_in_th
         assert set(stored(cluster, workspace)) == expected
         deployments = cluster.server.objects("apps", "deployments", workspace)
         assert any(d["spec"]["template"]["spec"].get("hostNetwork") for d in deployments)
-        # The agent's reads are the workspace's.
-        listed = {d["metadata"]["name"] for d in env.get_objects("Deployment")}
+        # The agent's reads, through the gateway, are the workspace's, shown in the scenario's
+        # namespace as in the twin: no platform name, label or annotation.
+        session = TrialSession(
+            trial_id="t1",
+            token="x",
+            scenario=scenario,
+            env=env,
+            telemetry=ctx.agent_telemetry(),
+            agent_name="ciso",
+        )
+        _, found = read_objects(session, "Deployment", None, None)
+        listed = {d["metadata"]["name"] for d in found}
         assert listed == {name for kind, name in expected if kind == "Deployment"}
         assert SENTINEL not in listed
-        assert env.get_objects("Namespace")[0]["metadata"]["name"] == workspace
+        assert {d["metadata"]["namespace"] for d in found} == {SHOP}
+        _, [shown] = read_objects(session, "Namespace", SHOP, None)
+        assert WORKSPACE_LABEL not in shown["metadata"]["labels"]
+        assert TRIAL_ANNOTATION not in (shown["metadata"].get("annotations") or {})
+        assert "itbench" not in json.dumps([*found, shown])
         assert env.events() == [] and env.alerts() == []
         refused = env.act(
             AgentAction(verb=ActionVerb.SCALE, kind="Deployment", name="cart", replicas=2)
@@ -606,7 +623,7 @@ def test_on_the_operators_own_cluster_the_workspace_is_built_read_and_deleted_as
         for key in keys:
             assert env.inject(key, [])
         assert {d["metadata"]["name"] for d in env.get_objects("Deployment")} >= {"frontend"}
-        assert env.get_objects("Namespace")[0]["metadata"]["name"] == workspace.namespace
+        assert env.get_objects("Namespace")[0]["metadata"]["name"] == SHOP
         operator = kubernetes.config.new_client_from_config(config_file=str(twin[2]))
         try:
             with pytest.raises(kubernetes.client.ApiException) as refused:

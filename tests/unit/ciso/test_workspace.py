@@ -98,3 +98,17 @@ def test_what_lies_outside_the_namespace_is_shown_as_the_twin_shows_it() -> None
     assert [r["metadata"]["name"] for r in modelled(instance, "ClusterRole")] == [
         r["metadata"]["name"] for r in twin.get_objects("ClusterRole")
     ]
+
+
+def test_the_agent_sees_the_workspaces_objects_as_the_twin_shows_them() -> None:
+    instance = ciso_instance("ciso-kyverno-host-network", "noncompliant")
+    workspace = _workspace(instance)
+    twin = twin_of(instance)
+    shown = [workspace.as_scenarios(o) for o in workspace.manifests()]
+    for obj in shown:
+        [modelled_obj] = twin.get_objects(obj["kind"], obj["metadata"]["name"])
+        assert obj["metadata"].get("namespace") == modelled_obj["metadata"].get("namespace")
+        assert obj.get("spec") == modelled_obj.get("spec"), obj["metadata"]["name"]
+    [namespace] = [o for o in shown if o["kind"] == "Namespace"]
+    assert namespace["metadata"]["name"] == "otel-demo"
+    assert "itbench" not in str(shown)
