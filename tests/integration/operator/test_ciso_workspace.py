@@ -685,3 +685,63 @@ async def test_a_trial_errored_while_building_its_workspace_deletes_what_was_bui
     assert namespace_of(lab.cluster, workspace) is None, "what was built is deleted"
     assert not InjectionRecords.of(trial_body).outstanding
     assert touched_shop(requests) == []
+
+
+@NEEDS_SANDBOX
+@pytest.mark.asyncio
+async def test_a_workspace_the_cluster_refuses_to_delete_is_reported_and_deleted_with_the_trial(
+    operator_lab: Lab, requests: list[tuple[str, str]]
+) -> None:
+    lab = operator_lab
+    server = lab.cluster.server
+    route = server._route
+    refuse = [True]
+
+    async def refusing(request: Any) -> Any:
+        parts = request.path.split("/")
+        if refuse[0] and request.method == "DELETE" and is_workspace(parts[-1]):
+            raise ApiError(500, "InternalError", "etcd is unavailable")
+        return await route(request)
+
+    server._route = refusing  # type: ignore[method-assign]
+    await lab.start(operator_config(lab.cluster))
+    name = "ciso-opa-role-wildcard"
+    await ready_scenarios(lab, name)
+    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}, domain="CISO"))
+    lab.cluster.apply(
+        benchmark_run(
+            "live",
+            "oracle",
+            [name],
+            environment={"type": "cluster"},
+            allowOracle=True,
+            trialsPerScenario=1,
+        )
+    )
+
+    def reported() -> Any:
+        for t in trials_of(lab, "live"):
+            found = lab.cluster.events(t["metadata"]["name"])
+            if any(e["reason"] == "RemovalFailed" for e in found):
+                return t, found
+        return None
+
+    body, events = await until(reported, what="the failed deletion reported on the Trial")
+    [event] = [e for e in events if e["reason"] == "RemovalFailed"]
+    [workspace] = [
+        n["metadata"]["name"]
+        for n in server.objects("", "namespaces")
+        if is_workspace(n["metadata"]["name"])
+    ]
+    assert f"kubectl delete namespace {workspace}" in event["message"]
+    trial_name = body["metadata"]["name"]
+    await until(
+        lambda: InjectionRecords.of(lab.cluster.get("trials", trial_name) or {}).outstanding,
+        what="the workspace still recorded",
+    )
+    # Once the cluster answers, deleting the Trial deletes the workspace.
+    refuse[0] = False
+    lab.cluster.kubectl("delete", "trial", trial_name, "--wait=false")
+    await until(lambda: lab.cluster.get("trials", trial_name) is None, what="the Trial gone")
+    assert namespace_of(lab.cluster, workspace) is None
+    assert touched_shop(requests) == []
