@@ -1,7 +1,9 @@
 """A CISO trial on a live cluster runs in a workspace namespace of its own, against the loopback
-API: the operator's cluster factory builds it with the instance's objects, the agent reads it,
-the live evaluation judges it, a restarted operator takes it over unchanged, and it is deleted
-with the trial's injections. The shop's `otel-demo` namespace is never touched. On the
+API: the operator's cluster factory builds it with the instance's objects, the agent reads it
+through the gateway, the live evaluation judges it, a restarted operator takes it over unchanged,
+and it is deleted with the trial's injections (at the trial's end, Errored too, or when its Trial
+is deleted; a refused deletion is reported and kept recorded). Running operators do the same end
+to end. The shop's `otel-demo` namespace is never read or written. On the
 operator's own cluster (a served twin enforcing the chart's RBAC, as in test_cluster_identities)
 the workspace is built, read and deleted as the CISO evaluator.
 
