@@ -7,7 +7,8 @@ verdict; the policies are removed afterwards, whatever happened. A Rego policy i
 with regorus on the evidence the agent's collection gathers, in the evidence sandbox, from a
 read-only copy of the namespace's live objects (OPA Gatekeeper takes Rego only as
 ConstraintTemplates over one admission review, which is not the artefact a CISO agent submits).
-The RHEL9 class has no host on a cluster: it is evaluated on the modelled host, as in the twin.
+The RHEL9 class collects its evidence on the cluster too: in evidence Pods on a UBI 9 userland
+(`itbench.ciso.host_pod`), one per variant, in the evaluation namespace `itbench-ciso-<token>`.
 """
 
 from __future__ import annotations
@@ -32,9 +33,15 @@ from itbench.ciso.evaluate import (
     target_verdicts,
     twin_of,
 )
-from itbench.ciso.sandbox import EnvironmentView, run_collection
+from itbench.ciso.sandbox import CollectionResult, EnvironmentView, run_collection
 from itbench.core.ciso.classes import CLASS_RULES, CisoClass, class_of
-from itbench.core.ciso.posture import aggregate, counterpart, expected_posture, target_kinds
+from itbench.core.ciso.posture import (
+    aggregate,
+    counterpart,
+    environment_targets,
+    expected_posture,
+    target_kinds,
+)
 from itbench.core.models.compliance import (
     ComplianceEvaluation,
     ComplianceSubmission,
@@ -300,6 +307,8 @@ class LiveEvaluator:
         sleep: Waits between reads.
         monotonic: The clock deadlines are measured on.
         salt: Makes the evaluation's names unique (default: random).
+        host_image: The RHEL9 class's evidence image (default: `host_pod.DEFAULT_IMAGE`).
+        host_log: Reads an evidence Pod's log (default: the API's pods/log).
     """
 
     rest: Rest
@@ -311,6 +320,8 @@ class LiveEvaluator:
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
     salt: str = field(default_factory=lambda: secrets.token_hex(8))
+    host_image: str = ""
+    host_log: Callable[[Rest, str, str, int], bytes] | None = None
     _built: bool = field(init=False, default=False)
     _used: bool = field(init=False, default=False)
 
@@ -346,9 +357,7 @@ class LiveEvaluator:
                 submitted=True, problem=f"{scenario.spec.scenario_class} is not a CISO class"
             )
         elif CLASS_RULES[cls].scope == "host":
-            evaluation = evaluate_submission(
-                scenario, submission, box=self.box, collection_timeout=self.collection_timeout
-            )
+            evaluation = self._host_class(scenario, submission)
         else:
             evaluation = self._namespace_class(scenario, submission, cls)
         seconds = round(max(0.0, self.monotonic() - started), 3)
@@ -407,6 +416,89 @@ class LiveEvaluator:
         finally:
             if self._built:
                 self._remove_counterpart()
+
+    def _host_class(
+        self, scenario: Scenario, submission: ComplianceSubmission
+    ) -> ComplianceEvaluation:
+        """The RHEL9 class: the collection runs in an evidence Pod per variant, then the Rego
+        is evaluated on each evidence as in the twin."""
+        if not submission.rego.strip() or submission.collection is None:
+            # The artefact's own problem, named before anything is created.
+            return evaluate_submission(scenario, submission, box=self.box)
+        from itbench.ciso import host_pod
+
+        try:
+            compiled = self._box().call({"op": "rego-compile", "module": submission.rego})
+            if not compiled.get("ok"):
+                return ComplianceEvaluation(
+                    submitted=True, problem=f"RegoCompile: {compiled.get('error', '')}"[:2000]
+                )
+            self._built = True
+            apply_manifests(self.rest, [host_pod.namespace_manifest(self.counterpart_namespace)])
+            out: list[VariantEvaluation] = []
+            platform_error = False
+            for label, variant in (("trial", scenario), ("counterpart", counterpart(scenario))):
+                env = twin_of(variant)
+                result = host_pod.run_on_cluster(
+                    self.rest,
+                    self.counterpart_namespace,
+                    submission.collection,
+                    env.host_state(),
+                    name=f"{self.counterpart_namespace}-{label}",
+                    image=self.host_image or host_pod.DEFAULT_IMAGE,
+                    scenario_namespace=env.namespace,
+                    objects=env.objects(),
+                    timeout=self.collection_timeout,
+                    sleep=self.sleep,
+                    monotonic=self.monotonic,
+                    read_log=self.host_log or host_pod.read_pod_log,
+                )
+                platform_error = platform_error or result.platform_error
+                out.append(
+                    self._rego_verdicts(
+                        label,
+                        submission.rego,
+                        result,
+                        environment_targets(variant),
+                        env.owners(),
+                    )
+                )
+            return ComplianceEvaluation(submitted=True, variants=out, platform_error=platform_error)
+        except (ClusterError, RefusedError, EngineUnavailableError) as exc:
+            log.warning("live CISO evaluation in %s failed: %s", self.namespace, exc)
+            return ComplianceEvaluation(
+                submitted=True, platform_error=True, problem=f"ClusterFailed: {exc}"[:2000]
+            )
+        finally:
+            if self._built:
+                self._remove_counterpart()
+
+    def _rego_verdicts(
+        self,
+        label: str,
+        rego: str,
+        result: CollectionResult,
+        targets: list[str],
+        owners: Mapping[str, str],
+    ) -> VariantEvaluation:
+        """One variant's evaluation from its collection's result."""
+        verdicts: list[TargetVerdict] = []
+        if not result.ok:
+            problem = f"CollectionFailed: {result.problem}"
+        else:
+            answer = self._box().call({"op": "rego-eval", "module": rego, "input": result.evidence})
+            if answer.get("ok"):
+                verdicts, found = rego_verdicts(answer.get("value"), targets, owners)
+                problem = f"RegoResult: {found}" if found else ""
+            else:
+                problem = f"RegoFailed: {answer.get('error', '')}"
+        return VariantEvaluation(
+            variant=label,
+            engine="regorus",
+            evidence_bytes=result.evidence_bytes,
+            verdicts=verdicts,
+            problem=problem[:2000],
+        )
 
     def _box(self) -> EngineSandbox:
         if self.box is None:
@@ -634,6 +726,13 @@ def cluster_of(env: object) -> tuple[Any, str] | None:
     return None
 
 
+def host_image_of(env: object) -> str:
+    """The RHEL9 evidence image a cluster environment is configured with ('' for the
+    default): its `ciso_host_image` attribute, when it has one."""
+    image = getattr(env, "ciso_host_image", "")
+    return image if isinstance(image, str) else ""
+
+
 def evaluate_on(
     env: object,
     scenario: Scenario,
@@ -642,9 +741,11 @@ def evaluate_on(
     timeout_seconds: float = REPORT_TIMEOUT_SECONDS,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
+    host_image: str = "",
 ) -> ComplianceEvaluation:
     """The platform's evaluation of CISO artefacts in the trial's environment: on its live
-    cluster when it runs on one (Kyverno's reports, live objects), in the twin otherwise.
+    cluster when it runs on one (Kyverno's reports, live objects, evidence Pods), in the twin
+    otherwise.
 
     Args:
         env: The trial's environment.
@@ -653,6 +754,8 @@ def evaluate_on(
         timeout_seconds: How long Kyverno may take to report (live only).
         sleep: Waits between reads of the reports (live only).
         monotonic: The clock the time limit is measured on (live only).
+        host_image: The RHEL9 evidence image (live only; default: the environment's
+            `ciso_host_image` when it has one, else `host_pod.DEFAULT_IMAGE`).
     """
     found = cluster_of(env)
     if found is None:
@@ -675,6 +778,7 @@ def evaluate_on(
             timeout_seconds=timeout_seconds,
             sleep=sleep,
             monotonic=monotonic,
+            host_image=host_image or host_image_of(env),
         )
         return evaluator.evaluate(scenario, submission)
     finally:
