@@ -75,6 +75,7 @@ KIND          ?= kind
 KIND_CLUSTER  ?= itbench
 KIND_IMAGE    ?=
 IMAGE         ?= ghcr.io/itbench/itbench:dev
+HOST_IMAGE    ?= ghcr.io/itbench/rhel9-host:9.6
 SUDO          ?= sudo
 
 .PHONY: kind-host kind-up kind-load kind-install kind-down stack-collection stack-vars stack-up \
@@ -90,13 +91,17 @@ kind-up:
 	$(KIND) create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml \
 	  $(if $(KIND_IMAGE),--image $(KIND_IMAGE)) --wait 5m
 
+## The platform's image, and the UBI 9 image of the RHEL9 class's evidence Pods.
 kind-load:
 	docker build -t $(IMAGE) .
 	$(KIND) load docker-image --name $(KIND_CLUSTER) $(IMAGE)
+	docker build -t $(HOST_IMAGE) deploy/rhel9-host
+	$(KIND) load docker-image --name $(KIND_CLUSTER) $(HOST_IMAGE)
 
 kind-install:
 	helm upgrade --install itbench charts/itbench --namespace itbench-system --create-namespace \
 	  --set image.repository=$(firstword $(subst :, ,$(IMAGE))) --set image.tag=dev --set image.pullPolicy=Never \
+	  --set ownCluster.cisoEvaluator.hostImage=$(HOST_IMAGE) \
 	  --wait --timeout 5m
 
 kind-down:

@@ -48,6 +48,13 @@ class OperatorSettings(BaseModel):
         description="Image of the Jobs that run `environment.execution: job` trials (the "
         "operator's own image; unset: such trials end Errored, reason TrialImageNotSet).",
     )
+    ciso_host_image: str = Field(
+        default="ghcr.io/itbench/rhel9-host:9.6",
+        min_length=1,
+        max_length=1000,
+        description="Image of the RHEL9 class's evidence Pods on live clusters (UBI 9 with bash, "
+        "Python 3 and ansible-core; deploy/rhel9-host/Dockerfile).",
+    )
     trial_service_account: str = Field(
         default="itbench-trial",
         min_length=1,

@@ -164,6 +164,7 @@ def run(
         ),
         own_kubeconfig=kubeconfig,
         trial_image=trial_image or ops.trial_image,
+        ciso_host_image=ops.ciso_host_image,
         trial_service_account=trial_service_account or ops.trial_service_account,
     )
     if gateway_url is not None:

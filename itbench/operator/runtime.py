@@ -64,6 +64,8 @@ class OperatorConfig:
             search path).
         trial_image: Image of the Jobs that run `environment.execution: job` trials (the
             operator's own image; None: such trials end Errored, naming the setting).
+        ciso_host_image: Image of the RHEL9 class's evidence Pods in live CISO evaluations
+            (None: `itbench.ciso.host_pod.DEFAULT_IMAGE`).
         trial_service_account: ServiceAccount those Jobs run as (in the Trial's namespace; the
             chart grants it the rights of one trial pod, see `itbench.operator.jobs`).
         trial_pod: This process is a trial Job's pod: it runs its trial itself, whatever the
@@ -90,6 +92,7 @@ class OperatorConfig:
     own_kubeconfig: str | None = None
     collections_path: str | None = None
     trial_image: str | None = None
+    ciso_host_image: str | None = None
     trial_service_account: str = "itbench-trial"
     trial_pod: bool = False
     runner: RunnerConfig = DEFAULT_CONFIG

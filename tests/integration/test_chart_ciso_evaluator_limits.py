@@ -4,7 +4,9 @@ policy on the evaluator's writes evaluated with a CEL engine).
 
 The requests the evaluator makes are derived from `itbench.ciso.cluster`: the counterpart's
 kinds, created (or merged) in an `itbench-ciso-` namespace, read in both namespaces; the
-platform's policy copies, created, read and deleted; Kyverno's reports, read. Its account may
+platform's policy copies, created, read and deleted; Kyverno's reports, read; and from
+`itbench.ciso.host_pod`: the RHEL9 class's evidence objects (ConfigMap, NetworkPolicy, Pod),
+created and deleted in that namespace, the Pod read and its log read. Its account may
 make each of them, and no write outside the `itbench-ciso-` names; the agent and the injector
 may make none of its writes.
 """
@@ -19,7 +21,10 @@ import kubernetes_validate
 import pytest
 
 from itbench.ciso import reports as rp
+from itbench.ciso import host_pod
 from itbench.ciso.cluster import COUNTERPART_PREFIX, DERIVED_KINDS, KINDS
+from itbench.core.ciso import host as host_model
+from itbench.core.models.compliance import CollectionKind, EvidenceCollection
 from tests.integration.test_chart import NAMESPACE, helm, one, render  # noqa: F401
 from tests.integration.test_chart_agent_limits import (
     CLUSTER_AGENT,
@@ -66,6 +71,23 @@ def evaluator_requests() -> list[Request]:
     for ns in (SCENARIO_NS, COUNTERPART):
         out.append(Request("list", "policyreports", rp.REPORT_GROUP, ns))
     out.append(Request("list", "clusterpolicyreports", rp.REPORT_GROUP, None))
+    evidence = host_pod.evidence_manifests(
+        EvidenceCollection(kind=CollectionKind.SCRIPT, content="true\n"),
+        host_model.baseline_state(),
+        namespace=COUNTERPART,
+        name=f"{COUNTERPART}-trial",
+        token="t",
+    )
+    for body in evidence:  # run_on_cluster: create, then delete
+        group, _version, plural = host_pod._kinds(body)
+        name = body["metadata"]["name"]
+        out += [Request("create", plural, group, COUNTERPART)]
+        out += [Request("delete", plural, group, COUNTERPART, name)]
+    pod = evidence[-1]["metadata"]["name"]
+    out += [
+        Request("get", "pods", "", COUNTERPART, pod),
+        Request("get", "pods/log", "", COUNTERPART, pod),
+    ]
     return out
 
 
@@ -136,8 +158,12 @@ EVALUATOR_DENIED = [
     ),
     Request("get", "scenarios", "itbench.io", None, "checkout-memory-limit"),
     Request("patch", "trials/status", "itbench.io", NAMESPACE, "t"),
-    Request("create", "pods", "", COUNTERPART),
     Request("create", "pods/exec", "", SCENARIO_NS, "frontend-1"),
+    Request("create", "pods/exec", "", COUNTERPART, f"{COUNTERPART}-trial"),
+    Request("create", "pods/attach", "", COUNTERPART, f"{COUNTERPART}-trial"),
+    Request("create", "pods/portforward", "", COUNTERPART, f"{COUNTERPART}-trial"),
+    Request("patch", "pods/ephemeralcontainers", "", COUNTERPART, f"{COUNTERPART}-trial"),
+    Request("patch", "pods", "", COUNTERPART, f"{COUNTERPART}-trial"),
     Request("create", "serviceaccounts/token", "", NAMESPACE, "bench-itbench"),
     Request("create", "serviceaccounts/token", "", COUNTERPART, "default"),
     Request("create", "clusterrolebindings", "rbac.authorization.k8s.io", None),
@@ -155,6 +181,7 @@ CONFINED = [
         for v in ("create", "patch", "delete")
     ),
     Request("patch", "configmaps", "", SCENARIO_NS, "flagd-config"),
+    *(Request(v, "pods", "", ns) for v in ("create", "delete") for ns in (SCENARIO_NS, NAMESPACE)),
     Request("create", "rolebindings", "rbac.authorization.k8s.io", NAMESPACE),
     Request("delete", "namespaces", "", None, SCENARIO_NS),
     Request("delete", "namespaces", "", None, NAMESPACE),
@@ -217,3 +244,19 @@ def test_the_operator_requests_tokens_of_the_evaluator_the_chart_binds(
     for doc in docs:
         if "ciso-evaluator" in doc["metadata"]["name"] or doc["metadata"]["name"] == "ciso":
             assert kubernetes_validate.validate(doc, "1.32", strict=True) == "1.32", doc["kind"]
+
+
+def test_the_evidence_image_is_a_chart_value_the_operator_reads(
+    helm: Path,  # noqa: F811
+) -> None:
+    from itbench.settings import Settings
+
+    def image(docs: list[dict[str, Any]]) -> str:
+        env = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+        return str(
+            next(e["value"] for e in env if e["name"] == "ITBENCH_OPERATOR__CISO_HOST_IMAGE")
+        )
+
+    assert image(render(helm)) == host_pod.DEFAULT_IMAGE == Settings().operator.ciso_host_image
+    chosen = "registry.example/rhel9-host:1"
+    assert image(render(helm, f"ownCluster.cisoEvaluator.hostImage={chosen}")) == chosen

@@ -182,7 +182,9 @@ def test_names_outside_the_platforms_prefix_and_an_empty_image_are_refused(
         host_pod.namespace_manifest("default")
 
 
-def _log(token: str, status: int, stdout: bytes = b"", stderr: bytes = b"", evidence: Any = None) -> str:
+def _log(
+    token: str, status: int, stdout: bytes = b"", stderr: bytes = b"", evidence: Any = None
+) -> str:
     mark = host_pod.marker(token)
     text = f"\n{mark} begin status={status} seconds=1\n"
     for name, data in (("stdout", stdout), ("stderr", stderr)):
@@ -232,7 +234,13 @@ def test_a_script_may_print_its_evidence_on_stdout() -> None:
 
 
 def test_the_log_limit_covers_the_largest_results() -> None:
-    largest = _log("t", 0, b"o" * (sandbox.MAX_OUTPUT_BYTES + 1), b"e" * (sandbox.MAX_OUTPUT_BYTES + 1), b"v" * (sandbox.MAX_EVIDENCE_BYTES + 1))
+    largest = _log(
+        "t",
+        0,
+        b"o" * (sandbox.MAX_OUTPUT_BYTES + 1),
+        b"e" * (sandbox.MAX_OUTPUT_BYTES + 1),
+        b"v" * (sandbox.MAX_EVIDENCE_BYTES + 1),
+    )
     assert len(largest.encode()) <= host_pod.log_limit_bytes()
 
 
@@ -290,9 +298,13 @@ def test_a_finished_pods_results_are_read_from_its_log_with_a_limit_and_all_is_d
 
     def log(_rest: Rest, ns: str, name: str, limit: int) -> bytes:
         seen.append(limit)
-        token = api.objects[f"/api/v1/namespaces/{ns}/pods/{name}"]["spec"]["containers"][0][
-            "command"
-        ][2].removeprefix("==itbench-evidence-").removesuffix("==")
+        token = (
+            api.objects[f"/api/v1/namespaces/{ns}/pods/{name}"]["spec"]["containers"][0]["command"][
+                2
+            ]
+            .removeprefix("==itbench-evidence-")
+            .removesuffix("==")
+        )
         return _log(token, 0, evidence=b'{"ok": true}').encode()
 
     api = FakeApi(on_get=succeed)
