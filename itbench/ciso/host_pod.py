@@ -24,6 +24,7 @@ from itbench.ciso import sandbox
 from itbench.ciso.cluster import COUNTERPART_PREFIX, ClusterError, RefusedError, Rest, _path
 from itbench.core.ciso import host as host_model
 from itbench.core.models.compliance import CollectionKind, EvidenceCollection
+from itbench.core.models.scenario import Scenario
 
 log = logging.getLogger(__name__)
 
@@ -722,3 +723,75 @@ def _delete(rest: Rest, made: list[Obj]) -> list[str]:
     for item in left:
         log.warning("could not delete the evidence run's %s", item)
     return left
+
+
+def collect_on(
+    env: object,
+    scenario: Scenario,
+    collection: EvidenceCollection,
+    *,
+    timeout: float = sandbox.TIMEOUT_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+    read_log: LogReader = read_pod_log,
+) -> sandbox.CollectionResult | None:
+    """Run a collection on a cluster trial's cluster, in an evidence Pod over the trial's
+    modelled host, in an evaluation namespace of its own removed afterwards (None: the trial
+    is not on a cluster, or its class has no host).
+
+    Args:
+        env: The trial's environment.
+        scenario: The trial's instance (its host state).
+        collection: The agent's script or playbook.
+        timeout: The collection's wall-clock limit.
+        sleep: Waits between reads of the Pod.
+        monotonic: The clock the limits are measured on.
+        read_log: Reads the Pod's log.
+    """
+    from itbench.ciso import reports as rp
+    from itbench.ciso.cluster import apply_manifests, cluster_of, host_image_of
+    from itbench.ciso.evaluate import twin_of
+    from itbench.core.ciso.classes import CLASS_RULES, class_of
+
+    found = cluster_of(env)
+    cls = class_of(scenario.spec.scenario_class)
+    if found is None or cls is None or CLASS_RULES[cls].scope != "host":
+        return None
+    from itbench.environments.port import EnvironmentFailure
+
+    _kubeconfig, trial_namespace = found
+    try:
+        api = env.ciso_evaluator_api()  # type: ignore[attr-defined]
+    except EnvironmentFailure as exc:
+        return sandbox.CollectionResult(
+            ok=False, problem=f"the cluster is unavailable: {exc}"[:2000], platform_error=True
+        )
+    rest = Rest(api)
+    namespace = f"{COUNTERPART_PREFIX}{rp.evaluation_token(trial_namespace, secrets.token_hex(8))}"
+    try:
+        twin = twin_of(scenario)
+        apply_manifests(rest, [namespace_manifest(namespace)])
+        return run_on_cluster(
+            rest,
+            namespace,
+            collection,
+            twin.host_state(),
+            name=f"{namespace}-try",
+            image=host_image_of(env) or DEFAULT_IMAGE,
+            scenario_namespace=twin.namespace,
+            objects=twin.objects(),
+            timeout=timeout,
+            sleep=sleep,
+            monotonic=monotonic,
+            read_log=read_log,
+        )
+    except ClusterError as exc:
+        return sandbox.CollectionResult(
+            ok=False, problem=f"the evidence pod could not run: {exc}"[:2000], platform_error=True
+        )
+    finally:
+        try:
+            rest.call("DELETE", _path("", "v1", "namespaces", None, namespace))
+        except (ClusterError, RefusedError) as exc:
+            log.warning("could not delete the evidence namespace %s: %s", namespace, exc)
+        api.close()

@@ -20,8 +20,8 @@ import celpy
 import kubernetes_validate
 import pytest
 
-from itbench.ciso import reports as rp
 from itbench.ciso import host_pod
+from itbench.ciso import reports as rp
 from itbench.ciso.cluster import COUNTERPART_PREFIX, DERIVED_KINDS, KINDS
 from itbench.core.ciso import host as host_model
 from itbench.core.models.compliance import CollectionKind, EvidenceCollection

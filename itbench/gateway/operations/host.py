@@ -102,19 +102,25 @@ def try_collection(
     session: TrialSession, origin: Origin, body: EvidenceCollection | Payload
 ) -> CollectionRun:
     """Run a collection in the evidence sandbox against a read-only copy of the trial's
-    environment and answer what it produced (the submission's evaluation runs it again).
+    environment and answer what it produced (the submission's evaluation runs it again). On a
+    cluster trial of the RHEL9 class it runs as the evaluation does, in an evidence Pod on the
+    trial's cluster over the trial's host.
 
     Raises:
         InvalidError: The body does not validate.
         NotFoundError: Not a CISO trial.
     """
+    from itbench.ciso.host_pod import collect_on
     from itbench.ciso.sandbox import EnvironmentView, run_collection
 
     with audited(session, origin, "observe.collect", session.virtual_cost.observation) as call:
         parsed = validate(EvidenceCollection, body, call)
-        env = _twin(session)
-        view = EnvironmentView(env.namespace, env.objects(), env.host_state())
-        result = run_collection(parsed, view)
+        result = collect_on(session.env, session.scenario, parsed)
+        call.detail["onCluster"] = result is not None
+        if result is None:
+            env = _twin(session)
+            view = EnvironmentView(env.namespace, env.objects(), env.host_state())
+            result = run_collection(parsed, view)
         call.detail["ok"] = result.ok
         if not result.ok:
             call.outcome = "error"

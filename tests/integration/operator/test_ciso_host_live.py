@@ -34,6 +34,7 @@ from agents.ciso_reference.agent import control_setting
 from itbench.catalog_files import load_variants
 from itbench.ciso import host_pod, sandbox
 from itbench.ciso.cluster import COUNTERPART_PREFIX, LiveEvaluator, Rest
+from itbench.core.ciso import host as host_model
 from itbench.core.ciso.posture import score_compliance
 from itbench.core.models.compliance import (
     CollectionKind,
@@ -359,3 +360,34 @@ def test_an_evidence_pod_that_cannot_start_is_the_platforms_failure_and_cleans_u
         assert "ImagePullBackOff" in variant.problem
         assert "is the image available to the cluster" in variant.problem
     assert _leftovers(rest) == []
+
+
+@NEEDS_SANDBOX
+def test_a_cluster_trials_trial_collection_runs_in_an_evidence_pod_over_its_host(
+    cluster: Cluster, rest: Rest, kubelet: Kubelet
+) -> None:
+    from itbench.ciso.evaluate import twin_of
+    from itbench.environments.kube.environment import ClusterEnvironment
+    from itbench.environments.sim.twins import twin_for
+
+    scenario = _scenario("ciso-rhel9-sshd-root-login")
+    collection = EvidenceCollection(
+        kind=CollectionKind.SCRIPT,
+        content="sshd -T | python3 -c 'import json, sys; print(json.dumps(dict("
+        'line.split(" ", 1) for line in sys.stdin.read().splitlines())))\'\n',
+    )
+    env = ClusterEnvironment(kubeconfig=cluster.kubeconfig, namespace=NAMESPACE)
+    try:
+        result = host_pod.collect_on(
+            env, scenario, collection, sleep=kubelet.settle, read_log=kubelet.read_log
+        )
+    finally:
+        env.close()
+    assert result is not None and result.ok, result
+    expected = host_model.sshd_effective(twin_of(scenario).host_state())
+    assert result.evidence["permitrootlogin"] == expected["permitrootlogin"]
+    [ran] = kubelet.ran
+    assert ran["pod"]["metadata"]["name"].endswith("-try")
+    assert _leftovers(rest) == []
+    # A twin's trial has no cluster: the gateway runs it in the local sandbox.
+    assert host_pod.collect_on(twin_for(scenario), scenario, collection) is None

@@ -5,7 +5,6 @@ reading of what it prints, and the runner's handling of the Pod against a fake A
 from __future__ import annotations
 
 import base64
-import glob
 import json
 import shutil
 import subprocess
@@ -363,7 +362,8 @@ def test_a_cluster_failure_while_waiting_is_the_platforms_and_cleans_up() -> Non
 
 
 def _python39() -> str | None:
-    candidates = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.9*/bin/python3.9")))
+    versions = Path.home() / ".pyenv" / "versions"
+    candidates = sorted(str(p) for p in versions.glob("3.9*/bin/python3.9"))
     found = shutil.which("python3.9")
     for candidate in [*candidates, *([found] if found else [])]:
         done = subprocess.run([candidate, "--version"], capture_output=True, text=True)
