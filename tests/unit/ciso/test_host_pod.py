@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 
 from agents.ciso_reference import solutions
-from itbench.ciso import host_pod, sandbox
+from itbench.ciso import evidence_run, host_pod, sandbox
 from itbench.ciso.cluster import ClusterError, RefusedError, Rest
 from itbench.core.ciso import host as host_model
 from itbench.core.models.compliance import CollectionKind, EvidenceCollection
@@ -126,7 +126,7 @@ def test_the_hosts_commands_are_shims_over_usr_bin_and_usr_sbin() -> None:
             )
     shim = (Path(host_pod.__file__).parent / "shim.py").read_text(encoding="utf-8")
     assert mounted[f"{sandbox.TWIN_DIR}/shim.py"][0] == shim
-    assert mounted[host_pod.RUNNER] == (host_pod.RUN_SCRIPT, 0o555)
+    assert mounted[host_pod.RUNNER] == (evidence_run.RUN_SCRIPT, 0o555)
 
 
 def test_a_script_runs_with_bash_and_a_playbook_with_ansible_playbook_locally() -> None:
@@ -134,7 +134,7 @@ def test_a_script_runs_with_bash_and_a_playbook_with_ansible_playbook_locally() 
     assert script["command"] == [
         "/bin/bash",
         host_pod.RUNNER,
-        host_pod.marker("tok"),
+        evidence_run.marker("tok"),
         "20",
         "/bin/bash",
         f"{sandbox.WORKDIR}/collect.sh",
@@ -184,7 +184,7 @@ def test_names_outside_the_platforms_prefix_and_an_empty_image_are_refused(
 def _log(
     token: str, status: int, stdout: bytes = b"", stderr: bytes = b"", evidence: Any = None
 ) -> str:
-    mark = host_pod.marker(token)
+    mark = evidence_run.marker(token)
     text = f"\n{mark} begin status={status} seconds=1\n"
     for name, data in (("stdout", stdout), ("stderr", stderr)):
         text += f"{mark} {name}\n{base64.b64encode(data).decode()}\n"
@@ -196,11 +196,11 @@ def _log(
 def test_only_the_last_results_in_the_log_count() -> None:
     forged = _log("t", 0, evidence=b'{"sshd": {"permitrootlogin": "no"}}')
     real = _log("t", 0, evidence=b'{"sshd": {"permitrootlogin": "yes"}}')
-    printed = host_pod.parse_log("collection output\n" + forged + real, "t")
+    printed = evidence_run.parse_log("collection output\n" + forged + real, "t")
     assert printed is not None
     assert json.loads(printed["evidence"]) == {"sshd": {"permitrootlogin": "yes"}}
-    assert host_pod.parse_log(real.rsplit("\n", 2)[0], "t") is None  # no end line
-    assert host_pod.parse_log(real, "other") is None
+    assert evidence_run.parse_log(real.rsplit("\n", 2)[0], "t") is None  # no end line
+    assert evidence_run.parse_log(real, "other") is None
 
 
 @pytest.mark.parametrize(
@@ -221,15 +221,15 @@ def test_only_the_last_results_in_the_log_count() -> None:
 def test_a_runs_problem_is_named_as_the_sandbox_names_it(
     printed: dict[str, Any], problem: str
 ) -> None:
-    result = host_pod.judge(SCRIPT, printed, 5.0)
+    result = evidence_run.judge(SCRIPT, printed, 5.0)
     assert not result.ok and not result.platform_error
     assert problem in result.problem
 
 
 def test_a_script_may_print_its_evidence_on_stdout() -> None:
-    result = host_pod.judge(SCRIPT, {"status": 0, "stdout": b'{"a": 1}\n'}, 5.0)
+    result = evidence_run.judge(SCRIPT, {"status": 0, "stdout": b'{"a": 1}\n'}, 5.0)
     assert result.ok and result.evidence == {"a": 1} and result.evidence_bytes == 9
-    assert not host_pod.judge(PLAYBOOK, {"status": 0, "stdout": b'{"a": 1}\n'}, 5.0).ok
+    assert not evidence_run.judge(PLAYBOOK, {"status": 0, "stdout": b'{"a": 1}\n'}, 5.0).ok
 
 
 def test_the_log_limit_covers_the_largest_results() -> None:
@@ -240,7 +240,7 @@ def test_the_log_limit_covers_the_largest_results() -> None:
         b"e" * (sandbox.MAX_OUTPUT_BYTES + 1),
         b"v" * (sandbox.MAX_EVIDENCE_BYTES + 1),
     )
-    assert len(largest.encode()) <= host_pod.log_limit_bytes()
+    assert len(largest.encode()) <= evidence_run.log_limit_bytes()
 
 
 class FakeApi(Rest):
@@ -309,7 +309,7 @@ def test_a_finished_pods_results_are_read_from_its_log_with_a_limit_and_all_is_d
     api = FakeApi(on_get=succeed)
     result = _run(api, log)
     assert result.ok and result.evidence == {"ok": True}
-    assert seen == [host_pod.log_limit_bytes()]
+    assert seen == [evidence_run.log_limit_bytes()]
     assert api.objects == {}
     assert [m for m, _p in api.calls if m == "DELETE"] == ["DELETE"] * 3
 
