@@ -326,9 +326,12 @@ def test_a_collection_that_breaks_the_rules_fails_with_its_reason_on_the_cluster
 def test_an_evidence_pod_that_cannot_start_is_the_platforms_failure_and_cleans_up(
     rest: Rest,
 ) -> None:
+    images: set[str] = set()
+
     def image_missing(_seconds: float) -> None:
         for pod in rest.items("/api/v1/pods"):
             meta = pod["metadata"]
+            images.add(pod["spec"]["containers"][0]["image"])
             rest.call(
                 "PATCH",
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
@@ -359,6 +362,7 @@ def test_an_evidence_pod_that_cannot_start_is_the_platforms_failure_and_cleans_u
     for variant in evaluation.variants:
         assert "ImagePullBackOff" in variant.problem
         assert "is the image available to the cluster" in variant.problem
+    assert images == {"nowhere/x:1"}, "the evaluator's configured image"
     assert _leftovers(rest) == []
 
 
