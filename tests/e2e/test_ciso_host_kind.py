@@ -1,8 +1,8 @@
 """End to end on kind: the RHEL9 class's evidence collected in evidence Pods of the real image
-(`make kind-load` builds deploy/rhel9-host and loads it), a reference script and a reference
-Ansible playbook scored on both variants, a collection that reaches out stopped by the deny-all
-NetworkPolicy, and nothing of the evaluation left afterwards. The log is read through the API's
-`pods/log` with its byte limit (the loopback tests inject it).
+(`make kind-load` builds deploy/rhel9-host and loads it): a reference script and a reference
+Ansible playbook scored on both variants, a collection that writes refused, a connection to the
+API server dropped by the deny-all NetworkPolicy, and nothing of the evaluation left afterwards.
+The log is read through the API's `pods/log` with its byte limit (the loopback tests inject it).
 """
 
 from __future__ import annotations
@@ -97,3 +97,39 @@ def test_a_collection_that_writes_is_refused_by_the_read_only_pod(rest: Rest) ->
     assert not scores.passed and not evaluation.platform_error
     for variant in evaluation.variants:
         assert "tried to write to the environment" in variant.problem, variant.problem
+
+
+@pytest.mark.e2e
+def test_the_deny_all_policy_keeps_the_evidence_pod_off_the_network(rest: Rest) -> None:
+    from itbench.ciso.cluster import apply_manifests
+    from itbench.ciso.evaluate import twin_of
+
+    service = rest.call("GET", "/api/v1/namespaces/default/services/kubernetes")
+    assert service is not None
+    address = str(service["spec"]["clusterIP"])
+    probe = (
+        "python3 - <<'PY' > \"$ITBENCH_EVIDENCE\"\n"
+        "import json, socket\n"
+        "try:\n"
+        f"    socket.create_connection(({address!r}, 443), 5).close()\n"
+        "    reached = True\n"
+        "except OSError:\n"
+        "    reached = False\n"
+        "print(json.dumps({'reached': reached}))\n"
+        "PY\n"
+    )
+    namespace = f"{COUNTERPART_PREFIX}e2e-{os.urandom(3).hex()}"
+    apply_manifests(rest, [host_pod.namespace_manifest(namespace)])
+    try:
+        result = host_pod.run_on_cluster(
+            rest,
+            namespace,
+            EvidenceCollection(kind=CollectionKind.SCRIPT, content=probe),
+            twin_of(ciso_instance("ciso-rhel9-sshd-root-login", "compliant")).host_state(),
+            image=IMAGE,
+            timeout=60.0,
+        )
+    finally:
+        rest.call("DELETE", f"/api/v1/namespaces/{namespace}")
+    assert result.ok, result.problem
+    assert result.evidence == {"reached": False}, "the API server answered the evidence pod"
