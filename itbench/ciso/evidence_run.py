@@ -16,7 +16,7 @@ from itbench.ciso import sandbox
 from itbench.core.models.compliance import CollectionKind, EvidenceCollection
 
 LOG_MARGIN_BYTES = 64 * 1024
-EXTRA_NETWORK_SIGNS = ("No route to host", "Connection timed out", "Network is unreachable")
+EXTRA_NETWORK_SIGNS = ("No route to host", "Connection timed out")
 """What reaching out looks like from a Pod whose traffic a NetworkPolicy drops (besides the
 sandbox's signs)."""
 

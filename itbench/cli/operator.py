@@ -86,6 +86,12 @@ def operator() -> None:
     "identity].",
 )
 @click.option(
+    "--ciso-host-image",
+    default=None,
+    help="Image of the RHEL9 class's evidence Pods in live CISO evaluations "
+    "[settings: operator.ciso_host_image].",
+)
+@click.option(
     "--trial-image",
     default=None,
     help="Image of the Jobs running `environment.execution: job` trials (the operator's "
@@ -130,6 +136,7 @@ def run(
     cluster_agent_service_account: str | None,
     injector_service_account: str | None,
     ciso_evaluator_service_account: str | None,
+    ciso_host_image: str | None,
     trial_image: str | None,
     trial_service_account: str | None,
     tick_seconds: float,
@@ -164,7 +171,7 @@ def run(
         ),
         own_kubeconfig=kubeconfig,
         trial_image=trial_image or ops.trial_image,
-        ciso_host_image=ops.ciso_host_image,
+        ciso_host_image=ciso_host_image or ops.ciso_host_image,
         trial_service_account=trial_service_account or ops.trial_service_account,
     )
     if gateway_url is not None:
