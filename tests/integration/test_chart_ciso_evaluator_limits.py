@@ -91,6 +91,14 @@ def evaluator_requests() -> list[Request]:
     return out
 
 
+EVIDENCE_POD = host_pod.evidence_manifests(
+    EvidenceCollection(kind=CollectionKind.SCRIPT, content="true\n"),
+    host_model.baseline_state(),
+    namespace=COUNTERPART,
+    name=f"{COUNTERPART}-trial",
+    token="t",
+)[-1]
+"""The evidence Pod the evaluator creates."""
 EVALUATOR_REQUESTS = evaluator_requests()
 EVALUATOR_WRITES = [r for r in EVALUATOR_REQUESTS if r.verb in WRITES]
 
@@ -105,8 +113,14 @@ def rbac(docs: list[dict[str, Any]]) -> Authorizer:
     return Authorizer(docs)
 
 
-def admitted(docs: list[dict[str, Any]], account: tuple[str, str], request: Request) -> bool:
-    """Whether the chart's ValidatingAdmissionPolicy on the evaluator lets a write through."""
+def admitted(
+    docs: list[dict[str, Any]],
+    account: tuple[str, str],
+    request: Request,
+    obj: dict[str, Any] | None = None,
+) -> bool:
+    """Whether the chart's ValidatingAdmissionPolicy on the evaluator lets a write through (a
+    Pod created is the evidence Pod unless `obj` says otherwise)."""
     policy = one(docs, "ValidatingAdmissionPolicy")
     binding = one(docs, "ValidatingAdmissionPolicyBinding")
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
@@ -129,8 +143,11 @@ def admitted(docs: list[dict[str, Any]], account: tuple[str, str], request: Requ
                 "userInfo": {"username": f"system:serviceaccount:{account[0]}:{account[1]}"},
                 "namespace": request.namespace or "",
                 "name": name,
+                "operation": {"create": "CREATE", "delete": "DELETE"}.get(request.verb, "UPDATE"),
+                "resource": {"resource": request.resource.split("/")[0]},
             }
-        )
+        ),
+        "object": celpy.json_to_cel(obj if obj is not None else EVIDENCE_POD),
     }
 
     def holds(expression: str) -> bool:
@@ -260,3 +277,45 @@ def test_the_evidence_image_is_a_chart_value_the_operator_reads(
     assert image(render(helm)) == host_pod.DEFAULT_IMAGE == Settings().operator.ciso_host_image
     chosen = "registry.example/rhel9-host:1"
     assert image(render(helm, f"ownCluster.cisoEvaluator.hostImage={chosen}")) == chosen
+
+
+def _pod(**changes: Any) -> dict[str, Any]:
+    import copy
+
+    pod = copy.deepcopy(EVIDENCE_POD)
+    spec, container = pod["spec"], pod["spec"]["containers"][0]
+    for key, value in changes.items():
+        where, _, field = key.partition("__")
+        (container["securityContext"] if where == "container" else spec)[field] = value
+    return pod
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        _pod(spec__automountServiceAccountToken=True),
+        _pod(spec__hostNetwork=True),
+        _pod(spec__hostPID=True),
+        _pod(spec__volumes=[{"name": "root", "hostPath": {"path": "/"}}]),
+        _pod(spec__initContainers=[{"name": "i", "image": "busybox"}]),
+        _pod(container__readOnlyRootFilesystem=False),
+        _pod(container__allowPrivilegeEscalation=True),
+        _pod(container__privileged=True),
+    ],
+    ids=[
+        "token",
+        "host-network",
+        "host-pid",
+        "host-path",
+        "init-container",
+        "writable-root",
+        "escalation",
+        "privileged",
+    ],
+)
+def test_the_evaluator_creates_no_pod_but_a_confined_evidence_pod(
+    docs: list[dict[str, Any]], pod: dict[str, Any]
+) -> None:
+    create = Request("create", "pods", "", COUNTERPART)
+    assert admitted(docs, EVALUATOR, create)
+    assert not admitted(docs, EVALUATOR, create, pod)
