@@ -395,3 +395,28 @@ def test_a_cluster_trials_trial_collection_runs_in_an_evidence_pod_over_its_host
     assert _leftovers(rest) == []
     # A twin's trial has no cluster: the gateway runs it in the local sandbox.
     assert host_pod.collect_on(twin_for(scenario), scenario, collection) is None
+
+
+@pytest.mark.parametrize(
+    ("submission", "problem"),
+    [
+        (ComplianceSubmission(rego="package x\nthis is not rego\n"), "MissingCollection"),
+        (
+            ComplianceSubmission(
+                rego="package x\nthis is not rego\n",
+                collection=EvidenceCollection(kind=CollectionKind.SCRIPT, content="true\n"),
+            ),
+            "RegoCompile",
+        ),
+    ],
+    ids=["no-collection", "rego-does-not-compile"],
+)
+def test_a_broken_artefact_is_named_before_any_evidence_pod_is_made(
+    rest: Rest, kubelet: Kubelet, submission: ComplianceSubmission, problem: str
+) -> None:
+    scenario = _scenario("ciso-rhel9-sshd-root-login")
+    evaluation = _evaluator(rest, kubelet).evaluate(scenario, submission)
+    assert evaluation.problem.startswith(problem), evaluation.problem
+    assert not evaluation.platform_error
+    assert kubelet.ran == []
+    assert _leftovers(rest) == []
