@@ -34,6 +34,7 @@ from itbench.ciso.cluster import (
 from itbench.ciso.evaluate import twin_of
 from itbench.ciso.reports import NAME_LABEL
 from itbench.core.alert_rules import rules_fingerprint
+from itbench.core.ciso.host import HostState
 from itbench.core.faults import ObjectChange
 from itbench.core.inventory import STATE_KINDS, object_states
 from itbench.core.models.base import Domain
@@ -521,6 +522,17 @@ class WorkspaceEnvironment(ClusterEnvironment):
         """
         found = [self._ws.as_scenarios(o) for o in self._objects(kind)]
         return [o for o in found if name is None or o["metadata"]["name"] == name]
+
+    def objects(self) -> list[Obj]:
+        """Every object the agent may read, of every kind the compliance twin serves, as
+        `get_objects` shows them: what a collection's `kubectl` reads when the agent tries it
+        (`POST /collections`)."""
+        return [o for kind in TWIN_KINDS for o in self.get_objects(kind)]
+
+    def host_state(self) -> HostState:
+        """The RHEL9 host's state: the instance's modelled host, the state the evidence Pods of
+        a live evaluation render (a copy)."""
+        return twin_of(self._ws.instance).host_state()
 
     def service_calls(self) -> list[tuple[str, str]]:
         """No call graph is modelled here."""

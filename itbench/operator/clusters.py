@@ -524,6 +524,7 @@ class ClusterTargets:
         injector: tuple[str, str] | None = None,
         agent_account: str | None = None,
         ciso_evaluator: tuple[str, str] | None = None,
+        ciso_host_image: str | None = None,
     ) -> None:
         """Bind the factory to the operator's API.
 
@@ -539,6 +540,8 @@ class ClusterTargets:
                 namespace) agent actions are carried out as (None: the operator's identity).
             ciso_evaluator: On the operator's own cluster, the ServiceAccount (namespace, name)
                 the live CISO evaluation runs as (None: the operator's identity).
+            ciso_host_image: The image of the RHEL9 class's evidence Pods on every target (None:
+                the default).
         """
         self.api = api
         self.own_kubeconfig = own_kubeconfig
@@ -546,6 +549,7 @@ class ClusterTargets:
         self.injector = injector
         self.agent_account = agent_account
         self.ciso_evaluator = ciso_evaluator
+        self.ciso_host_image = ciso_host_image or ""
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="itbench-clusters-"))
         self._lock = threading.Lock()
         self._reported: dict[tuple[str, str], str] = {}
@@ -654,6 +658,7 @@ class ClusterTargets:
             injector=self.injector if own else None,
             agent_account=agent,
             ciso_evaluator=self.ciso_evaluator if own else None,
+            ciso_host_image=self.ciso_host_image,
             api=self.api,
             trial=(namespace, name),
             lease=lease,

@@ -124,6 +124,7 @@ def operator_environments(api: KubeApi, config: OperatorConfig) -> EnvironmentFa
         collections_path=config.collections_path,
         injector=config.injector_service_account,
         ciso_evaluator=config.ciso_evaluator_service_account,
+        ciso_host_image=config.ciso_host_image,
         agent_account=config.cluster_agent_service_account,
     )
 

@@ -281,6 +281,8 @@ class ClusterEnvironment:
             as (None: the kubeconfig's identity).
         ciso_evaluator: The ServiceAccount (namespace, name) the live CISO evaluation runs as
             (None: the kubeconfig's identity).
+        ciso_host_image: The image of the RHEL9 class's evidence Pods ('': the default,
+            `itbench.ciso.host_pod.DEFAULT_IMAGE`).
     """
 
     kubeconfig: Path
@@ -293,6 +295,7 @@ class ClusterEnvironment:
     injector: tuple[str, str] | None = None
     agent_account: tuple[str, str] | None = None
     ciso_evaluator: tuple[str, str] | None = None
+    ciso_host_image: str = ""
     clock: ClusterClock = field(init=False)
     _api: Any = field(init=False, default=None)
     _agent_tokens: AccountTokens | None = field(init=False, default=None)

@@ -3,9 +3,11 @@ sandbox, where an agent tries a collection against the trial's environment befor
 
 from __future__ import annotations
 
+from typing import Any, Protocol, runtime_checkable
+
 from itbench.core.ciso import host as host_model
+from itbench.core.models.base import Domain
 from itbench.core.models.compliance import EvidenceCollection
-from itbench.environments.sim.compliance import ComplianceEnvironment
 from itbench.gateway.errors import BadInputError, FieldError, NotFoundError, bounded
 from itbench.gateway.operations.calls import Origin, audited
 from itbench.gateway.operations.payloads import Payload, validate
@@ -15,13 +17,28 @@ from itbench.gateway.sessions import TrialSession
 MAX_PATH = 4096
 
 
-def _twin(session: TrialSession) -> ComplianceEnvironment:
+@runtime_checkable
+class ComplianceView(Protocol):
+    """What the host and collection calls read of a CISO trial's environment: the compliance
+    twin, or a cluster trial's workspace (`itbench.ciso.workspace.WorkspaceEnvironment`, whose
+    objects read as if in the scenario's namespace)."""
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Every object a collection's kubectl reads."""
+        ...
+
+    def host_state(self) -> host_model.HostState:
+        """The RHEL9 host's state."""
+        ...
+
+
+def _twin(session: TrialSession) -> ComplianceView:
     env = session.env
-    if not isinstance(env, ComplianceEnvironment):
+    if session.scenario.spec.domain != Domain.CISO or not isinstance(env, ComplianceView):
         raise NotFoundError(
             "no-host",
             "No host",
-            "this trial has no RHEL9 host: only CISO trials in the compliance twin have one",
+            "this trial has no RHEL9 host: only CISO trials have one",
         )
     return env
 
@@ -119,7 +136,8 @@ def try_collection(
         call.detail["onCluster"] = result is not None
         if result is None:
             env = _twin(session)
-            view = EnvironmentView(env.namespace, env.objects(), env.host_state())
+            namespace = session.scenario.spec.environment.namespace
+            view = EnvironmentView(namespace, env.objects(), env.host_state())
             result = run_collection(parsed, view)
         call.detail["ok"] = result.ok
         if not result.ok:

@@ -50,7 +50,7 @@ from test_cluster_identities import CISO_EVALUATOR, kyverno_served, twin  # noqa
 
 from agents.ciso_reference import solutions
 from itbench.catalog_files import load_catalog
-from itbench.ciso.cluster import Rest, evaluate_on, variant_manifests
+from itbench.ciso.cluster import Rest, evaluate_on, host_image_of, variant_manifests
 from itbench.ciso.evaluate import twin_of
 from itbench.ciso.workspace import (
     TRIAL_ANNOTATION,
@@ -70,8 +70,10 @@ from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialSpec
 from itbench.core.runner import RunnerConfig, TrialContext
 from itbench.environments.port import EnvironmentFailure
+from itbench.gateway.operations.calls import Origin
+from itbench.gateway.operations.host import host_command, host_files, try_collection
 from itbench.gateway.operations.objects import read_objects
-from itbench.gateway.sessions import TrialSession
+from itbench.gateway.sessions import AgentState, TrialSession
 from itbench.operator.clusters import (
     ClusterTargets,
     InjectionRecords,
@@ -300,6 +302,72 @@ def test_the_reference_rego_answer_passes_on_evidence_from_the_workspace(
         env.close()
 
 
+def _essence(evidence: Any) -> Any:
+    """Evidence as the objects' content decides it: what the API server alone sets (uid,
+    resourceVersion, creationTimestamp, status) differs between a live cluster and the twin."""
+    if isinstance(evidence, list):
+        return sorted(json.dumps(_essence(i), sort_keys=True) for i in evidence)
+    if isinstance(evidence, dict) and "metadata" in evidence:
+        meta = evidence["metadata"]
+        kept = {k: meta.get(k) for k in ("name", "labels", "annotations") if meta.get(k)}
+        body = {k: v for k, v in evidence.items() if k not in ("metadata", "status")}
+        return {**body, "metadata": kept}
+    return evidence
+
+
+@NEEDS_SANDBOX
+def test_the_host_and_a_tried_collection_answer_on_a_cluster_trial_as_in_the_twin(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # The host calls and POST /collections of a cluster CISO trial read the workspace (and the
+    # instance's modelled host), exactly what the twin of the same instance answers.
+    scenario = ciso_instance("ciso-opa-role-wildcard", "noncompliant")
+    ctx = trial(cluster, "tried", scenario)
+    env = targets(cluster, tmp_path / "op")(ctx)
+    modelled = twin_of(scenario)
+    try:
+        start(env, ctx)
+        session = TrialSession(
+            trial_id="tried",
+            token="x",
+            scenario=scenario,
+            env=env,
+            telemetry=ctx.agent_telemetry(),
+            agent_name="ciso",
+        )
+        in_twin = TrialSession(
+            trial_id="twin",
+            token="y",
+            scenario=scenario,
+            env=modelled,
+            telemetry=ctx.agent_telemetry(),
+            agent_name="ciso",
+        )
+        modelled.provision()
+        for s in (session, in_twin):
+            s.state = AgentState.READY
+        origin = Origin("POST", "/test")
+        files = host_files(session, origin)
+        assert files == host_files(in_twin, origin)
+        assert "/etc/ssh/sshd_config" in {f.path for f in files.files}
+        argv = {"argv": ["sshd", "-T"]}
+        answer = host_command(session, origin, argv)
+        assert answer.status == 0 and answer == host_command(in_twin, origin, argv)
+        collection = {
+            "kind": "script",
+            "content": solutions.k8s_collection(scenario.spec.environment.namespace),
+        }
+        tried = try_collection(session, origin, collection)
+        assert tried.ok, tried.problem
+        expected = try_collection(in_twin, origin, collection).evidence
+        assert set(tried.evidence) == set(expected)
+        for key, value in tried.evidence.items():
+            assert _essence(value) == _essence(expected[key]), key
+
+    finally:
+        env.close()
+
+
 def test_the_installed_policy_set_is_shown_as_the_twin_shows_it_never_created(
     cluster: Cluster, requests: list[tuple[str, str]], tmp_path: Path
 ) -> None:
@@ -466,6 +534,30 @@ def test_an_sre_trial_on_the_cluster_keeps_its_scenario_namespace(
         env.close()
 
 
+def test_the_operators_rhel9_host_image_reaches_every_cluster_trials_environment(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # `--ciso-host-image` (the chart's ownCluster.cisoEvaluator.hostImage) is the image the
+    # trial's evidence Pods take, in the evaluation and in POST /collections alike.
+    image = "registry.example/rhel9-host:lab"
+    config = replace(operator_config(cluster), ciso_host_image=image)
+    factory = operator_environments(cluster.api, config)
+    catalog, _ = load_catalog(SCENARIOS)
+    for name in ("ciso-rhel9-sshd-root-login", "checkout-memory-limit"):
+        env = factory(trial(cluster, name.split("-")[0], catalog.get(name)))
+        try:
+            assert isinstance(env, LeasedClusterEnvironment)
+            assert host_image_of(env) == image
+        finally:
+            env.close()
+    # A factory without the option (the same Trial, its lease taken over).
+    default = targets(cluster, tmp_path / "op")(trial(cluster, "checkout", catalog.get(name)))
+    try:
+        assert host_image_of(default) == ""  # the evaluation's default image then
+    finally:
+        default.close()
+
+
 def operator_config(cluster: Cluster) -> OperatorConfig:
     """The lab's timings, with cluster runs on the operator's own cluster (the loopback API);
     a cluster's clock is the wall's, so the runner's waits are cut short."""
@@ -593,10 +685,13 @@ async def test_a_restarted_operator_resumes_the_workspace_and_deleting_the_trial
     now = lab.cluster.get("trials", body["metadata"]["name"]) or {}
     assert InjectionRecords.of(now).records == records.records
     lab.cluster.kubectl("delete", "trial", body["metadata"]["name"], "--wait=false")
-    await until(
-        lambda: lab.cluster.get("trials", body["metadata"]["name"]) is None,
-        what="the Trial released and gone",
-    )
+
+    def gone() -> bool:
+        # The run may make its missing Trial again under the same name: a new object (uid).
+        again = lab.cluster.get("trials", body["metadata"]["name"])
+        return again is None or again["metadata"]["uid"] != uid
+
+    await until(gone, what="the Trial released and gone")
     assert namespace_of(lab.cluster, workspace) is None, "its workspace deleted with it"
     assert touched_shop(requests) == []
 
