@@ -283,13 +283,17 @@ def _command(collection: EvidenceCollection) -> tuple[str, list[str], dict[str, 
     }
     if collection.kind == CollectionKind.SCRIPT:
         return "collect.sh", ["/bin/bash", f"{WORKDIR}/collect.sh"], env
-    venv_bin = Path(sys.executable).parent
+    # The interpreter by the path the sandbox binds (the environment's resolved prefix): a
+    # virtual environment reached through a symbolic link is bound where the link points.
+    venv_bin = Path(sys.prefix).resolve() / "bin"
+    python = venv_bin / Path(sys.executable).name
+    interpreter = str(python) if python.exists() else sys.executable
     env.update(
         {
             "ANSIBLE_HOME": "/tmp/ansible",
             "ANSIBLE_LOCAL_TEMP": "/tmp/ansible/tmp",
             "ANSIBLE_REMOTE_TMP": "/tmp/ansible/remote",
-            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+            "ANSIBLE_PYTHON_INTERPRETER": interpreter,
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
             "ANSIBLE_HOST_KEY_CHECKING": "0",
@@ -304,7 +308,7 @@ def _command(collection: EvidenceCollection) -> tuple[str, list[str], dict[str, 
     playbook = str(venv_bin / "ansible-playbook")
     return (
         "collect.yml",
-        [sys.executable, playbook, "-i", "localhost,", "-c", "local", f"{WORKDIR}/collect.yml"],
+        [interpreter, playbook, "-i", "localhost,", "-c", "local", f"{WORKDIR}/collect.yml"],
         env,
     )
 

@@ -3,6 +3,9 @@ network; what a collection tries beyond reading is named and fails it."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,6 +105,51 @@ def test_an_ansible_playbook_collects_from_the_host() -> None:
     result = sandbox.run_collection(collection, VIEW, timeout_seconds=60.0)
     assert result.ok, result.problem or result.stdout[-800:]
     assert "permitrootlogin no" in result.evidence["sshd"]
+
+
+LINKED_DRIVER = """\
+import json
+import sys
+
+from itbench.ciso import sandbox
+from itbench.core.ciso import host
+from itbench.core.models.compliance import CollectionKind, EvidenceCollection
+
+playbook = '''\\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: write the evidence
+      ansible.builtin.copy:
+        dest: "{{ lookup('env', 'ITBENCH_EVIDENCE') }}"
+        content: '{"ran": true}'
+'''
+view = sandbox.EnvironmentView("otel-demo", [], host.baseline_state())
+collection = EvidenceCollection(kind=CollectionKind.PLAYBOOK, content=playbook)
+result = sandbox.run_collection(collection, view, timeout_seconds=60.0)
+json.dump({"ok": result.ok, "evidence": result.evidence, "problem": result.problem}, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="not run from a virtual environment")
+def test_a_playbook_runs_from_a_virtual_environment_reached_through_a_link(tmp_path: Path) -> None:
+    """A virtual environment reached through a symbolic link (a linked checkout's `.venv`) is
+    bound where the link points, and the playbook runs on the interpreter found there."""
+    link = tmp_path / "linked-venv"
+    link.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    driver = tmp_path / "driver.py"
+    driver.write_text(LINKED_DRIVER)
+    ran = subprocess.run(
+        [str(link / "bin" / "python"), str(driver)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    answer = json.loads(ran.stdout)
+    assert answer == {"ok": True, "evidence": {"ran": True}, "problem": ""}, answer
 
 
 def test_an_interpreter_installed_under_tmp_stays_visible(
