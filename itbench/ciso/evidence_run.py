@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from itbench.ciso import sandbox
-from itbench.core.models.compliance import CollectionKind, EvidenceCollection
+from itbench.core.models.compliance import EvidenceCollection
 
 LOG_MARGIN_BYTES = 64 * 1024
 EXTRA_NETWORK_SIGNS = ("No route to host", "Connection timed out")
@@ -144,56 +143,11 @@ def judge(
         stderr=sandbox._tail(stderr),
         seconds=seconds,
     )
+    stopped = ""
     if timed_out:
-        result.problem = f"the collection did not finish within {timeout:g} s and was stopped"
-        return result
-    if len(stdout) + len(stderr) > sandbox.MAX_OUTPUT_BYTES:
+        stopped = "timeout"
+    elif len(stdout) + len(stderr) > sandbox.MAX_OUTPUT_BYTES:
         result.exit_code = None
-        result.problem = (
-            f"the collection printed more than {sandbox.MAX_OUTPUT_BYTES // 1024} KiB and was "
-            "stopped"
-        )
-        return result
-    output = (stdout + stderr).decode("utf-8", "replace")
-    writes = [line for line in output.splitlines() if any(s in line for s in sandbox.WRITE_SIGNS)]
-    if writes:
-        result.problem = (
-            "the collection tried to write to the environment, which the sandbox does not "
-            f"allow: {writes[0].strip()[:300]}"
-        )
-        return result
+        stopped = "output"
     signs = (*sandbox.NETWORK_SIGNS, *EXTRA_NETWORK_SIGNS)
-    network = [line for line in output.splitlines() if any(s in line for s in signs)]
-    if network:
-        result.problem = (
-            "the collection tried to reach the network, which the sandbox does not have: "
-            f"{network[0].strip()[:300]}"
-        )
-        return result
-    if status != 0:
-        if status == 153 or "File size limit exceeded" in output:
-            result.problem = f"the collection wrote a file beyond {sandbox.MAX_FILE_KB // 1024} MiB"
-        else:
-            result.problem = f"the collection failed with exit status {status}"
-        return result
-    if raw is None:
-        raw = stdout if collection.kind == CollectionKind.SCRIPT else b""
-        if not raw.strip():
-            result.problem = (
-                "the collection left no evidence: write one JSON document to "
-                "$ITBENCH_EVIDENCE (a script may print it on stdout)"
-            )
-            return result
-    if len(raw) > sandbox.MAX_EVIDENCE_BYTES:
-        result.problem = (
-            f"the evidence is larger than {sandbox.MAX_EVIDENCE_BYTES // (1024 * 1024)} MiB"
-        )
-        return result
-    result.evidence_bytes = len(raw)
-    try:
-        result.evidence = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        result.problem = f"the evidence is not one JSON document: {exc}"[:300]
-        return result
-    result.ok = True
-    return result
+    return sandbox.read_run(result, collection, stopped, stdout, stderr, raw, timeout, signs)

@@ -382,6 +382,34 @@ def _run(collection: EvidenceCollection, view: EnvironmentView, timeout: float) 
         stderr=_tail(stderr),
         seconds=seconds,
     )
+    return read_run(result, collection, stopped, stdout, stderr, raw, timeout)
+
+
+def read_run(
+    result: CollectionResult,
+    collection: EvidenceCollection,
+    stopped: str,
+    stdout: bytes,
+    stderr: bytes,
+    raw: bytes | None,
+    timeout: float,
+    network_signs: tuple[str, ...] = NETWORK_SIGNS,
+) -> CollectionResult:
+    """Read a finished collection run into its result: the first reason it is not ok (its time
+    limit, too much output, a write, a network attempt, its exit status, no, too much or
+    malformed evidence), else its evidence. Shared by the local sandbox and the evidence Pods.
+
+    Args:
+        result: The result so far (exit code, output tails, seconds); filled in and returned.
+        collection: The collection that ran.
+        stopped: Why it was stopped ("timeout", "output"), or "" when it ended by itself.
+        stdout: What it printed on stdout.
+        stderr: What it printed on stderr.
+        raw: The evidence file it left (None: none; a script's stdout stands in).
+        timeout: Its time limit, in seconds.
+        network_signs: The lines that say it reached for a network.
+    """
+    code = result.exit_code
     output = (stdout + stderr).decode("utf-8", "replace")
     if stopped == "timeout":
         result.problem = f"the collection did not finish within {timeout:g} s and was stopped"
@@ -398,7 +426,7 @@ def _run(collection: EvidenceCollection, view: EnvironmentView, timeout: float) 
             f"allow: {writes[0].strip()[:300]}"
         )
         return result
-    network = [line for line in output.splitlines() if any(s in line for s in NETWORK_SIGNS)]
+    network = [line for line in output.splitlines() if any(s in line for s in network_signs)]
     if network:
         result.problem = (
             "the collection tried to reach the network, which the sandbox does not have: "
