@@ -567,6 +567,27 @@ def operator_config(cluster: Cluster) -> OperatorConfig:
     )
 
 
+async def ready_oracle(lab: Lab, scenario: str) -> None:
+    """The scenario and the oracle agent, both Ready."""
+    await ready_scenarios(lab, scenario)
+    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}, domain="CISO"))
+
+
+def start_oracle_run(lab: Lab, scenario: str) -> None:
+    """The cluster run `live`: the oracle, one trial of the scenario on the operator's own
+    cluster."""
+    lab.cluster.apply(
+        benchmark_run(
+            "live",
+            "oracle",
+            [scenario],
+            environment={"type": "cluster"},
+            allowOracle=True,
+            trialsPerScenario=1,
+        )
+    )
+
+
 @pytest_asyncio.fixture
 async def operator_lab(cluster: Cluster) -> AsyncIterator[Lab]:
     """A lab whose environments are the operator's own (a leased slot of the cluster)."""
@@ -591,8 +612,7 @@ async def test_the_operator_runs_a_ciso_trial_in_its_workspace_and_deletes_it_at
     lab = operator_lab
     await lab.start(operator_config(lab.cluster))
     name = "ciso-opa-role-wildcard"
-    await ready_scenarios(lab, name)
-    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}, domain="CISO"))
+    await ready_oracle(lab, name)
     workspaces: set[str] = set()
 
     def seen() -> None:
@@ -602,16 +622,7 @@ async def test_the_operator_runs_a_ciso_trial_in_its_workspace_and_deletes_it_at
             if is_workspace(n["metadata"]["name"])
         )
 
-    lab.cluster.apply(
-        benchmark_run(
-            "live",
-            "oracle",
-            [name],
-            environment={"type": "cluster"},
-            allowOracle=True,
-            trialsPerScenario=1,
-        )
-    )
+    start_oracle_run(lab, name)
 
     def ended() -> bool:
         seen()
@@ -759,18 +770,8 @@ async def test_a_trial_errored_while_building_its_workspace_deletes_what_was_bui
     server._route = failing  # type: ignore[method-assign]
     await lab.start(operator_config(lab.cluster))
     name = "ciso-kyverno-host-network"
-    await ready_scenarios(lab, name)
-    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}, domain="CISO"))
-    lab.cluster.apply(
-        benchmark_run(
-            "live",
-            "oracle",
-            [name],
-            environment={"type": "cluster"},
-            allowOracle=True,
-            trialsPerScenario=1,
-        )
-    )
+    await ready_oracle(lab, name)
+    start_oracle_run(lab, name)
     await until(
         lambda: status_of(lab, "benchmarkruns", "live").get("phase") == "Errored",
         what="the run errored",
@@ -803,18 +804,8 @@ async def test_a_workspace_the_cluster_refuses_to_delete_is_reported_and_deleted
     server._route = refusing  # type: ignore[method-assign]
     await lab.start(operator_config(lab.cluster))
     name = "ciso-opa-role-wildcard"
-    await ready_scenarios(lab, name)
-    await ready_agent(lab, agent("oracle", {"builtin": {"name": "oracle"}}, domain="CISO"))
-    lab.cluster.apply(
-        benchmark_run(
-            "live",
-            "oracle",
-            [name],
-            environment={"type": "cluster"},
-            allowOracle=True,
-            trialsPerScenario=1,
-        )
-    )
+    await ready_oracle(lab, name)
+    start_oracle_run(lab, name)
 
     def reported() -> Any:
         for t in trials_of(lab, "live"):
