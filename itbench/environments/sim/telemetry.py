@@ -273,6 +273,10 @@ class Scraper:
     _span_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(default_factory=dict)
     _client_keys: dict[str, set[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     _started_logged: dict[str, float] = field(default_factory=dict)
+    _collector_restarts: int = 0
+    """Restarts of the collector container found by the last `_collector_target`."""
+    _exporter_runs: dict[str, int] = field(default_factory=dict)
+    """The collector's restart count at the last span-metrics write, by exporter instance."""
     # Scrapes repeat the same label sets: each written label set (as a writer builds it) maps
     # to its series once, so a scrape neither re-sorts labels nor re-hashes the sorted set.
     _handles: dict[tuple[tuple[str, str], ...], SimSeries] = field(default_factory=dict)
@@ -309,14 +313,15 @@ class Scraper:
     def _set(self, key: tuple[tuple[str, str], ...], t: float, value: float) -> None:
         _put(self._series(key), t, value)
 
-    def _add(self, key: tuple[tuple[str, str], ...], t: float, inc: float) -> None:
+    def _add(
+        self, key: tuple[tuple[str, str], ...], t: float, inc: float, restarted: bool = False
+    ) -> None:
         s = self._series(key)
         if s.timestamps and s.timestamps[-1] == t:
             s.values[-1] += inc  # two writers of one series in a scrape: one sample, both counts
             return
-        last = s.values[-1] if s.values else 0.0
         s.timestamps.append(t)
-        s.values.append(last + inc)
+        s.values.append(_count_before(s.values, restarted) + inc)
 
     def _count(self, key: tuple[str, ...], expected: float) -> int:
         jitter = 1.0 + (self.rng.random() - 0.5) * 0.1
@@ -368,6 +373,8 @@ class Scraper:
         c = self.cluster
         for pod in c.of_kind("Pod"):
             if _owner(pod).rsplit("-", 1)[0] == COLLECTOR and c.pod_ready(pod):
+                statuses = pod["status"].get("containerStatuses") or [{}]
+                self._collector_restarts = int(statuses[0].get("restartCount", 0))
                 return (
                     ("container", "opentelemetry-collector"),
                     ("endpoint", "metrics"),
@@ -409,6 +416,13 @@ class Scraper:
         self, t: float, dt: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]
     ) -> None:
         serving = self._serving_pods({k[0] for k in traffic.ops} | {k[0] for k in traffic.edges})
+        instance = dict(target)["instance"]
+        # The connector counts in the collector's memory: a restarted collector container
+        # starts every count at zero again (a counter reset).
+        restarted = self._exporter_runs.get(instance, self._collector_restarts) != (
+            self._collector_restarts
+        )
+        self._exporter_runs[instance] = self._collector_restarts
         server: dict[tuple[tuple[str, str], ...], list[float]] = {}
         for (svc, name), stats in traffic.ops.items():
             spec = SERVICE_BY_NAME.get(svc)
@@ -473,7 +487,6 @@ class Scraper:
                     client[err_key] = client.get(err_key, 0.0) + err
         # The connector keeps exporting every series it has seen (cumulative, no expiry), so a
         # service that stops serving keeps constant series: their rate falls to zero.
-        instance = dict(target)["instance"]
         for labels, exporter in list(self._span_instances.items()):
             if exporter == instance and labels not in server:
                 server[labels] = [0.0] * (len(BUCKETS_MS) + 4)
@@ -484,7 +497,10 @@ class Scraper:
                 ts.append(t)  # shared by every series of the span
                 for series, inc in zip(handles, increments, strict=True):
                     values = series.values
-                    values.append((values[-1] if values else 0.0) + inc)
+                    last = values[-1] if values else 0.0
+                    if last != last or restarted:
+                        last = _count_before(values, restarted)
+                    values.append(last + inc)
                 continue
             for series, inc in zip(handles, increments, strict=True):
                 values = series.values
@@ -492,12 +508,12 @@ class Scraper:
                     values[-1] += inc
                     continue
                 series.timestamps.append(t)
-                values.append((values[-1] if values else 0.0) + inc)
+                values.append(_count_before(values, restarted) + inc)
         for key in self._client_keys.get(instance, ()):
             if key not in client:
                 client[key] = 0.0
         for series_key, inc in client.items():
-            self._add(series_key, t, inc)
+            self._add(series_key, t, inc, restarted)
             self._client_keys.setdefault(instance, set()).add(series_key)
 
     def _span_labels(
@@ -938,6 +954,21 @@ def _sorted(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """Labels in store order: `__name__` first, then by name."""
     head = tuple(kv for kv in labels if kv[0] == "__name__")
     return head + tuple(sorted(kv for kv in labels if kv[0] != "__name__"))
+
+
+def _count_before(values: list[float], restarted: bool) -> float:
+    """The count a cumulative series goes on from: its last sample; after staleness markers
+    (its exporter was not scraped for a while), the last count before them; zero when the
+    exporting process restarted."""
+    if restarted or not values:
+        return 0.0
+    last = values[-1]
+    if last == last:
+        return last
+    for value in reversed(values):
+        if value == value:
+            return value
+    return 0.0
 
 
 def _put(s: SimSeries, t: float, value: float) -> None:
