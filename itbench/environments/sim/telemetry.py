@@ -290,6 +290,13 @@ class Scraper:
         default_factory=dict
     )
     _cgroup_handles: dict[tuple[str, ...], list[SimSeries]] = field(default_factory=dict)
+    _containers: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    """Per (pod, container serial): the pod's CPU seconds, CFS periods and throttled periods
+    when the container started, then the container's own working set, CPU seconds, periods and
+    throttled periods at its last scrape (once it has exited, its cgroup keeps the counts and
+    holds no memory)."""
+    _pod_counters: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    """The pod's CPU seconds, CFS periods and throttled periods at the last scrape, by pod."""
     """cAdvisor's two series of each cgroup, by (cgroup, container, id, image, pod)."""
     _span_instances: dict[tuple[tuple[str, str], ...], str | None] = field(default_factory=dict)
     """The exporter instance of each label set in `_span_handles`, in the same order."""
@@ -780,6 +787,12 @@ class Scraper:
                 self._cgroup_handles[(cgroup, "", "", "", p[1])] = pod_handles
             _put(pod_handles[0], t, ws)
             _put(pod_handles[1], t, rt.cpu_seconds)
+            # A container's cgroup counts from its own start (the pod's cgroup counts on across
+            # restarts); an exited container's cgroup keeps its counts while cAdvisor still
+            # reports it.
+            counters = (rt.cpu_seconds, rt.cfs_periods, rt.cfs_throttled)
+            before = self._pod_counters.get(p[1], (0.0, 0.0, 0.0))
+            self._pod_counters[p[1]] = counters
             for cid, _started, ended in rt.container_ids:
                 alive = ended == 0.0
                 if not alive and t - ended > OLD_CONTAINER_SECONDS:
@@ -788,6 +801,19 @@ class Scraper:
                 image = str(rt.image or container.get("image", ""))
                 if alive and not running:
                     continue
+                own = self._containers.get((p[1], cid))
+                if own is None:
+                    if not alive:
+                        continue  # exited before any scrape saw it
+                    own = [*before, 0.0, 0.0, 0.0, 0.0]
+                    self._containers[(p[1], cid)] = own
+                if alive:
+                    own[3] = ws
+                    own[4] = counters[0] - own[0]
+                    own[5] = counters[1] - own[1]
+                    own[6] = counters[2] - own[2]
+                else:
+                    own[3] = 0.0  # its processes are gone
                 base = (
                     ("container", cname),
                     ("id", f"{cgroup}/cri-containerd-{container_id}.scope"),
@@ -801,13 +827,13 @@ class Scraper:
                 if handles is None:
                     handles = self._cgroup_series(base)
                     self._cgroup_handles[cache_key] = handles
-                _put(handles[0], t, ws)
-                _put(handles[1], t, rt.cpu_seconds)
+                _put(handles[0], t, own[3])
+                _put(handles[1], t, own[4])
                 if cpu_limit_of(container) is not None:
                     self._set(
                         (("__name__", "container_cpu_cfs_periods_total"), *base, *KUBELET_TARGET),
                         t,
-                        float(int(rt.cfs_periods)),
+                        float(int(own[5])),
                     )
                     self._set(
                         (
@@ -816,7 +842,7 @@ class Scraper:
                             *KUBELET_TARGET,
                         ),
                         t,
-                        float(int(rt.cfs_throttled)),
+                        float(int(own[6])),
                     )
 
     def _cgroup_series(self, base: tuple[tuple[str, str], ...]) -> list[SimSeries]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from itbench.core.faults import get_fault
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
+from itbench.environments.sim.environment import DEFAULT_START
 from itbench.environments.sim.traffic import Latency
 
 
@@ -131,3 +133,38 @@ def test_span_series_of_a_restarted_collector_count_again_from_zero(
     assert resets[""] > 0
     rate = values(env, 'sum(rate(traces_span_metrics_calls_total{service_name="frontend"}[1m]))')
     assert 0 < rate[""] < 1e6, rate
+
+
+def test_a_restarted_containers_cgroup_counts_from_its_start_and_the_exited_one_stops() -> None:
+    env = SimEnvironment(seed=3)
+    env.provision()
+    env.inject("leak", get_fault("flagd.email-memory-leak").changes({}, env.namespace))
+    restarts = 'sum(kube_pod_container_status_restarts_total{container="email"})'
+    while values(env, restarts).get("", 0.0) < 1:
+        env.advance(15)
+        assert env.now().timestamp() - DEFAULT_START.timestamp() < 3600, "email never restarted"
+    env.advance(15)
+    cpu = [
+        s
+        for s in env.series_store.series_named("container_cpu_usage_seconds_total")
+        if s.labels.get("container") == "email"
+    ]
+    assert len(cpu) == 2, [s.labels["id"] for s in cpu]
+    old, new = sorted(cpu, key=lambda s: s.timestamps[0])
+    # The new container's usage starts near zero, not at the old one's total.
+    assert new.values[0] < old.values[-1] / 2, (new.values[:3], old.values[-3:])
+    # The exited container's counter stays where it was; its cgroup holds no memory.
+    assert old.values[-1] == old.values[-2]
+    pod_rate = values(
+        env, 'sum(rate(container_cpu_usage_seconds_total{container="", pod=~"email-.*"}[1m]))'
+    )[""]
+    containers_rate = values(
+        env, 'sum(rate(container_cpu_usage_seconds_total{container="email"}[1m]))'
+    )[""]
+    assert containers_rate <= pod_rate * 1.05, (containers_rate, pod_rate)
+    query = 'container_memory_working_set_bytes{container="email"}'
+    memory = {
+        r["metric"]["id"]: float(r["value"][1])
+        for r in env.query_metrics(query, env.now())["result"]
+    }
+    assert memory[old.labels["id"]] == 0.0 and memory[new.labels["id"]] > 0
