@@ -90,6 +90,15 @@ def test_a_spans_duration_sum_is_its_own_latency_whatever_twins_ran_before() -> 
     assert a[-1] != b[-1]
 
 
+GET_ROOT = 'traces_span_metrics_calls_total{service_name="frontend", span_name="GET /"}'
+"""One server span's call counts, one series per status."""
+
+
+def _frontend_rate(env: SimEnvironment) -> float:
+    query = 'sum(rate(traces_span_metrics_calls_total{service_name="frontend"}[1m]))'
+    return values(env, query)[""]
+
+
 def _collector_out_of_service(env: SimEnvironment, monkeypatch: Any, restart: bool) -> float:
     """Take the collector out of its Service for one scrape (its pod not ready), restarting its
     container when asked; the frontend's count of one server span before the gap."""
@@ -97,11 +106,10 @@ def _collector_out_of_service(env: SimEnvironment, monkeypatch: Any, restart: bo
     (pod,) = [p for p in cluster.of_kind("Pod") if p["metadata"]["name"].startswith("otel-coll")]
     name = pod["metadata"]["name"]
     ready = cluster.pod_ready
-    query = 'traces_span_metrics_calls_total{service_name="frontend", span_name="GET /"}'
-    before = sum(values(env, query).values())
+    before = sum(values(env, GET_ROOT).values())
     monkeypatch.setattr(cluster, "pod_ready", lambda p: p["metadata"]["name"] != name and ready(p))
     env.advance(15)
-    assert values(env, query) == {}, "no scrape of the collector: its series went stale"
+    assert values(env, GET_ROOT) == {}, "no scrape of the collector: its series went stale"
     if restart:
         cluster.runtime[name].restarts += 1
     monkeypatch.setattr(cluster, "pod_ready", ready)
@@ -113,10 +121,8 @@ def test_span_series_go_on_counting_when_the_collector_is_back(
 ) -> None:
     before = _collector_out_of_service(env, monkeypatch, restart=False)
     env.advance(90)
-    query = 'traces_span_metrics_calls_total{service_name="frontend", span_name="GET /"}'
-    assert sum(values(env, query).values()) > before
-    rate = values(env, 'sum(rate(traces_span_metrics_calls_total{service_name="frontend"}[1m]))')
-    assert 0 < rate[""] < 1e6, rate
+    assert sum(values(env, GET_ROOT).values()) > before
+    assert 0 < _frontend_rate(env) < 1e6
 
 
 def test_span_series_of_a_restarted_collector_count_again_from_zero(
@@ -124,15 +130,13 @@ def test_span_series_of_a_restarted_collector_count_again_from_zero(
 ) -> None:
     before = _collector_out_of_service(env, monkeypatch, restart=True)
     env.advance(30)
-    query = 'traces_span_metrics_calls_total{service_name="frontend", span_name="GET /"}'
-    after = sum(values(env, query).values())
+    after = sum(values(env, GET_ROOT).values())
     assert 0 < after < before, (before, after)
     resets = values(
         env, 'sum(resets(traces_span_metrics_calls_total{service_name="frontend"}[2m]))'
     )
     assert resets[""] > 0
-    rate = values(env, 'sum(rate(traces_span_metrics_calls_total{service_name="frontend"}[1m]))')
-    assert 0 < rate[""] < 1e6, rate
+    assert 0 < _frontend_rate(env) < 1e6
 
 
 def test_a_restarted_containers_cgroup_counts_from_its_start_and_the_exited_one_stops() -> None:
