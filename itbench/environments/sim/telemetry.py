@@ -290,6 +290,7 @@ class Scraper:
         default_factory=dict
     )
     _cgroup_handles: dict[tuple[str, ...], list[SimSeries]] = field(default_factory=dict)
+    """cAdvisor's two series of each cgroup, by (cgroup, container, id, image, pod)."""
     _containers: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     """Per (pod, container serial): the pod's CPU seconds, CFS periods and throttled periods
     when the container started, then the container's own working set, CPU seconds, periods and
@@ -297,7 +298,6 @@ class Scraper:
     holds no memory)."""
     _pod_counters: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     """The pod's CPU seconds, CFS periods and throttled periods at the last scrape, by pod."""
-    """cAdvisor's two series of each cgroup, by (cgroup, container, id, image, pod)."""
     _span_instances: dict[tuple[tuple[str, str], ...], str | None] = field(default_factory=dict)
     """The exporter instance of each label set in `_span_handles`, in the same order."""
     _span_label_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = field(
