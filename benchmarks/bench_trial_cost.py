@@ -3,8 +3,9 @@ process, with the simulator's parts timed (CPU seconds of this process) and its 
 counted by the trial phase they fall in.
 
 The figures have no targets: they say which part `bench_benchmark`'s wall-time target depends
-on. Physics is the control loop and the traffic model, the scrape writes every series and log
-line, rules are the alert-rule evaluations (every 30 s of virtual time, whoever asks), and the
+on. Physics is the control loop and the traffic model, telemetry is what the shop emits each tick
+(log lines, the spans the collector counts) and the scrapes every 30 s, rules are the alert-rule
+evaluations (every 30 s of virtual time, whoever asks), and the
 rest is the trial runner, the grader, the gateway and the agent's own work.
 """
 
@@ -30,7 +31,7 @@ SAMPLE = 24
 
 _PARTS: dict[str, list[tuple[type, str]]] = {
     "physics": [(cluster.Cluster, "reconcile"), (traffic.TrafficModel, "step")],
-    "scrape": [(telemetry.Scraper, "scrape")],
+    "telemetry": [(telemetry.Scraper, "record"), (telemetry.Scraper, "scrape")],
     "rules": [(alerts.AlertEvaluator, "_evaluate")],
 }
 
@@ -115,7 +116,7 @@ def run() -> list[Figure]:
         Figure("trial_cost.ticks_per_trial", all_ticks / n, "ticks"),
         Figure(
             "trial_cost.cpu_per_tick",
-            1000.0 * (spent["physics"] + spent["scrape"]) / all_ticks,
+            1000.0 * (spent["physics"] + spent["telemetry"]) / all_ticks,
             "ms",
         ),
     ]

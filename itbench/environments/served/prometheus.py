@@ -27,7 +27,7 @@ import yaml
 from itbench import stack
 from itbench.core.alert_rules import EVALUATION_INTERVAL_SECONDS
 from itbench.environments.kube.clock import format_duration, scale_duration, scale_promql
-from itbench.environments.sim.environment import TICK_SECONDS
+from itbench.environments.sim.environment import SCRAPE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,9 @@ def rule_file(rule: Mapping[str, Any], speed: float) -> Json:
 
 
 def config(target: str, speed: float, rule_dir: Path) -> Json:
-    """prometheus.yml: scrape the twin every step (honouring its labels) and load rule_dir."""
-    scrape = format_duration(TICK_SECONDS / speed)
+    """prometheus.yml: scrape the twin at the stack's interval (honouring its labels) and load
+    rule_dir."""
+    scrape = format_duration(SCRAPE_SECONDS / speed)
     return {
         "global": {
             "scrape_interval": scrape,

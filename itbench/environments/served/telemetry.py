@@ -47,7 +47,9 @@ def _number(value: float) -> str:
 def exposition(env: SimEnvironment) -> str:
     """The text exposition of every series written by the twin's latest scrape."""
     store = env.series_store
-    latest = env.now().timestamp()
+    latest = env.scraped_at
+    if latest is None:
+        return ""
     lines: list[str] = []
     for name in store.names():
         rows = []

@@ -1,8 +1,9 @@
 """SimEnvironment: the deterministic digital twin of the Astronomy Shop behind the Environment port.
 
-A virtual clock ticks in 15-second scrape intervals. Each tick the controllers reconcile the
-objects, the request model computes the traffic, and the scraper records series and logs; alert
-rules are evaluated on the same grid (lazily, on first look). Same seed, same actions: the same
+A virtual clock ticks in 15-second physics steps. Each tick the controllers reconcile the objects,
+the request model computes the traffic and the shop writes its logs and spans; every other tick
+(the stack's 30-second scrape interval) the scraper records the series. Alert rules are evaluated
+every 30 s, between scrapes (lazily, on first look). Same seed, same actions: the same
 telemetry and alert timeline, byte for byte.
 """
 
@@ -58,7 +59,12 @@ from itbench.environments.sim.telemetry import LogBook, Scraper, TelemetryStore
 from itbench.environments.sim.traffic import TrafficModel, TrafficState
 
 TICK_SECONDS = 15.0
-"""Virtual seconds per physics step and scrape."""
+"""Virtual seconds per physics step."""
+SCRAPE_SECONDS = 30.0
+"""Seconds between scrapes: the pinned kube-prometheus-stack's `scrapeInterval`
+(itbench/stack/values/kube-prometheus-stack.yaml), which every target uses (the collector's,
+kube-state-metrics' and the kubelet's ServiceMonitors set no interval of their own)."""
+_TICKS_PER_SCRAPE = round(SCRAPE_SECONDS / TICK_SECONDS)
 PROVISION_SECONDS = 60.0
 """Virtual time provisioning takes (pods start and become ready)."""
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -114,6 +120,8 @@ class SimEnvironment:
         self._demand: dict[str, PodDemand] = {}
         self._last: TrafficState | None = None
         self._tick_time = t0
+        self._ticks = 0
+        self._scraped_at: float | None = None
         self._carry = 0.0
         self._provisioned_at: float | None = None
         self._injections: dict[str, list[tuple[ObjectChange, Obj | None, str | None]]] = {}
@@ -146,7 +154,7 @@ class SimEnvironment:
         return datetime.fromtimestamp(self._tick_time + self._carry, tz=UTC)
 
     def advance(self, seconds: float) -> None:
-        """Let virtual time pass; physics and scrapes run on the 15-second grid."""
+        """Let virtual time pass; physics runs on the 15-second grid, scrapes every 30 s."""
         if seconds < 0 or math.isnan(seconds):
             raise ValueError(f"cannot advance by {seconds} seconds")
         self._carry += seconds
@@ -162,7 +170,16 @@ class SimEnvironment:
         traffic = self._traffic.step(TICK_SECONDS)
         self._demand = traffic.demand
         self._last = traffic
-        self._scraper.scrape(self._tick_time, TICK_SECONDS, traffic, self.telemetry.logs)
+        self._scraper.record(self._tick_time, TICK_SECONDS, traffic, self.telemetry.logs)
+        self._ticks += 1
+        if self._ticks % _TICKS_PER_SCRAPE == 0:
+            self._scraper.scrape(self._tick_time)
+            self._scraped_at = self._tick_time
+
+    @property
+    def scraped_at(self) -> float | None:
+        """Time of the latest scrape (epoch seconds; None before the first)."""
+        return self._scraped_at
 
     # ---- lifecycle --------------------------------------------------------------------------
     def provision(self) -> None:

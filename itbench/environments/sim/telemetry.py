@@ -300,6 +300,12 @@ class Scraper:
     """The pod's CPU seconds, CFS periods and throttled periods at the last scrape, by pod."""
     _span_instances: dict[tuple[tuple[str, str], ...], str | None] = field(default_factory=dict)
     """The exporter instance of each label set in `_span_handles`, in the same order."""
+    _pending_server: dict[tuple[tuple[str, str], ...], list[float]] = field(default_factory=dict)
+    """Server-span increments counted since the last export, by series labels."""
+    _pending_client: dict[tuple[tuple[str, str], ...], float] = field(default_factory=dict)
+    """Client-span call increments counted since the last export, by series key."""
+    _pending_run: tuple[str, int] | None = None
+    """The collector (instance, restarts) whose memory holds the pending counts."""
     _span_label_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = field(
         default_factory=dict
     )
@@ -354,26 +360,40 @@ class Scraper:
             self._cdf_cache[key] = out
         return out
 
-    def scrape(self, t: float, dt: float, traffic: TrafficState, telemetry_on: bool) -> None:
-        """Record one scrape at time t of the interval that just ended.
+    def record(self, t: float, dt: float, traffic: TrafficState, telemetry_on: bool) -> None:
+        """Record what the shop emits over the interval that just ended, whether or not a
+        scrape falls in it: log lines, the spans the collector counts (exported at the next
+        scrape) and the material traces are rebuilt from.
 
         Args:
-            t: Scrape time (epoch seconds).
+            t: End of the interval (epoch seconds).
             dt: Interval length.
             traffic: The interval's traffic.
-            telemetry_on: Whether logs are written (metrics are always scraped).
+            telemetry_on: Whether logs are written.
         """
         self.history.append((t, traffic))
         collector = self._collector_target()
         if collector is not None:
-            self._span_metrics(t, dt, traffic, collector)
-            if traffic.kafka_visible:
-                self._kafka(t, traffic, collector)
+            self._count_spans(dt, traffic, collector)
+        if telemetry_on:
+            self._write_logs(t, dt, traffic)
+
+    def scrape(self, t: float) -> None:
+        """One scrape of every target at time t: the collector's exporter (span metrics and
+        Kafka lag as the last recorded interval left them), kube-state-metrics and cAdvisor;
+        series no target wrote get their staleness marker.
+
+        Args:
+            t: Scrape time (epoch seconds), the end of the last recorded interval.
+        """
+        collector = self._collector_target()
+        if collector is not None:
+            self._write_spans(t, collector)
+            if self.history and self.history[-1][1].kafka_visible:
+                self._kafka(t, self.history[-1][1], collector)
         self._kube_state(t)
         self._cadvisor(t)
         self.store.mark_stale(t)
-        if telemetry_on:
-            self._write_logs(t, dt, traffic)
 
     def _collector_target(self) -> tuple[tuple[str, str], ...] | None:
         """The scrape labels of the collector's Prometheus exporter (None while it is down)."""
@@ -419,18 +439,17 @@ class Scraper:
                 pods.append(p)
         return out
 
-    def _span_metrics(
-        self, t: float, dt: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]
+    def _count_spans(
+        self, dt: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]
     ) -> None:
+        """Add an interval's spans to the counts the collector holds for its next export."""
         serving = self._serving_pods({k[0] for k in traffic.ops} | {k[0] for k in traffic.edges})
-        instance = dict(target)["instance"]
-        # The connector counts in the collector's memory: a restarted collector container
-        # starts every count at zero again (a counter reset).
-        restarted = self._exporter_runs.get(instance, self._collector_restarts) != (
-            self._collector_restarts
-        )
-        self._exporter_runs[instance] = self._collector_restarts
-        server: dict[tuple[tuple[str, str], ...], list[float]] = {}
+        run = (dict(target)["instance"], self._collector_restarts)
+        if self._pending_run != run:
+            # Counts held by a collector that has since restarted or been replaced are gone.
+            self._pending_server, self._pending_client = {}, {}
+            self._pending_run = run
+        server = self._pending_server
         for (svc, name), stats in traffic.ops.items():
             spec = SERVICE_BY_NAME.get(svc)
             pods = serving.get(svc) or []
@@ -465,7 +484,7 @@ class Scraper:
                     else:
                         for i, inc in enumerate(increments):
                             total[i] += inc
-        client: dict[tuple[tuple[str, str], ...], float] = {}
+        client = self._pending_client
         for (caller, caller_op, callee, op_name), edge in traffic.edges.items():
             spec = SERVICE_BY_NAME.get(caller)
             pods = serving.get(caller) or []
@@ -492,6 +511,21 @@ class Scraper:
                 err = _share(errors, len(pods), index)
                 if err or err_key in client or self.store.has(err_key):
                     client[err_key] = client.get(err_key, 0.0) + err
+
+    def _write_spans(self, t: float, target: tuple[tuple[str, str], ...]) -> None:
+        """Write the collector exporter's span series at a scrape: every count so far."""
+        instance = dict(target)["instance"]
+        # The connector counts in the collector's memory: a restarted collector container
+        # starts every count at zero again (a counter reset).
+        restarted = self._exporter_runs.get(instance, self._collector_restarts) != (
+            self._collector_restarts
+        )
+        self._exporter_runs[instance] = self._collector_restarts
+        server: dict[tuple[tuple[str, str], ...], list[float]] = {}
+        client: dict[tuple[tuple[str, str], ...], float] = {}
+        if self._pending_run == (instance, self._collector_restarts):
+            server, client = self._pending_server, self._pending_client
+        self._pending_server, self._pending_client = {}, {}
         # The connector keeps exporting every series it has seen (cumulative, no expiry), so a
         # service that stops serving keeps constant series: their rate falls to zero.
         for labels, exporter in list(self._span_instances.items()):

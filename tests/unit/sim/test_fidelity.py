@@ -22,7 +22,12 @@ import yaml
 from waiting import inject, wait_for_alert
 
 from itbench.catalog_files import load_catalog
-from itbench.core.alert_rules import QUIET_SERVICES, alert_rules
+from itbench.core.alert_rules import (
+    EVALUATION_INTERVAL_SECONDS,
+    QUIET_SERVICES,
+    alert_rules,
+    parse_duration,
+)
 from itbench.core.ciso.faults import POLICY_SET_FAULT, SETTING_FAULT
 from itbench.core.faults import Mechanism, ObjectChange, all_faults, get_fault
 from itbench.core.shop import (
@@ -46,6 +51,7 @@ from itbench.core.shop import (
 from itbench.environments.sim import SimEnvironment
 from itbench.environments.sim.actions import BUILTIN_GROUPS
 from itbench.environments.sim.chaosmesh import SCHEDULE_FIELDS
+from itbench.environments.sim.environment import SCRAPE_SECONDS
 from itbench.environments.sim.objects import (
     MergePatchError,
     address_of,
@@ -773,6 +779,31 @@ def test_the_live_stack_is_wired_as_the_twin_assumes() -> None:
             assert (STACK_DIR / chart["values"]).is_file(), name
     create = (PLAYBOOKS / "faults" / "object-create.yaml").read_text(encoding="utf-8")
     assert "AllInjected" in create
+
+
+def test_the_twin_scrapes_every_target_at_the_stacks_interval() -> None:
+    # kube-prometheus-stack's values leave the kubelet's and kube-state-metrics' ServiceMonitor
+    # intervals empty (Prometheus' own interval; values.yaml at the pinned commit), and the
+    # collector's ServiceMonitor sets none: every target is scraped at the stack's interval.
+    values = yaml.safe_load(
+        (STACK_DIR / chart_pin("kube-prometheus-stack")["values"]).read_text(encoding="utf-8")
+    )
+    spec = values["prometheus"]["prometheusSpec"]
+    assert parse_duration(spec["scrapeInterval"]) == SCRAPE_SECONDS
+    assert parse_duration(spec["evaluationInterval"]) == EVALUATION_INTERVAL_SECONDS
+    monitor = _of("ServiceMonitor")["otel-collector"]
+    assert all("interval" not in e for e in monitor["spec"]["endpoints"])
+    twin = SimEnvironment(seed=5)
+    twin.provision()
+    twin.advance(300)
+    for name in (
+        "traces_span_metrics_calls_total",
+        "kube_pod_info",
+        "container_cpu_usage_seconds_total",
+    ):
+        series = max(twin.series_store.series_named(name), key=lambda s: len(s.timestamps))
+        gaps = {b - a for a, b in zip(series.timestamps, series.timestamps[1:], strict=False)}
+        assert gaps == {SCRAPE_SECONDS}, (name, gaps)
 
 
 # ---- coverage against upstream ITBench -------------------------------------------------------
