@@ -210,6 +210,9 @@ class _Vector:
     samples: list[tuple[Labels, float]]
     keys: list[frozenset[tuple[str, str]]] | None = None
     """The samples' label sets as frozensets, when known, so uniqueness is cheap to check."""
+    interned: bool = False
+    """Whether every label set is an object the engine keeps for its label values (the same
+    object whenever those values recur), so caches may key on its identity."""
 
 
 @dataclass(slots=True)
@@ -364,6 +367,22 @@ def _quantile(q: float, values: list[float]) -> float:
     return ordered[lower] * (1 - weight) + ordered[upper] * weight
 
 
+def _bucket_of(labels: Labels) -> tuple[float | None, Labels, LabelKey]:
+    """A bucket sample's upper bound (None: no valid `le`), its labels without `le` and the
+    metric name, and their key."""
+    le = labels.get("le")
+    if le is None:
+        return None, labels, ()
+    try:
+        upper = float(le)
+    except ValueError:
+        return None, labels, ()
+    rest = dict(labels)
+    del rest["le"]
+    rest.pop(NAME, None)
+    return upper, rest, _key(rest)
+
+
 def _bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     """Prometheus' histogram_quantile over (upper bound, cumulative count) buckets."""
     if math.isnan(q):
@@ -497,6 +516,32 @@ def _instant_delta(series: _RangeSeries, is_rate: bool) -> float | None:
     if gap == 0:
         return None
     return value / gap if is_rate else value
+
+
+_FUSED_AGGREGATIONS = frozenset({"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar"})
+"""Aggregations without a parameter, which `_aggregate_rates` may compute from the rates."""
+
+
+def _reduce(op: str, values: list[float], param: float | None) -> float:
+    """One group's value of an aggregation other than topk and bottomk (param: quantile's)."""
+    if op == "sum":
+        return math.fsum(values) if all(map(math.isfinite, values)) else sum(values)
+    if op == "avg":
+        return _mean(values) if all(map(math.isfinite, values)) else (sum(values) / len(values))
+    if op == "min":
+        return _nan_min(values)
+    if op == "max":
+        return _nan_max(values)
+    if op == "count":
+        return float(len(values))
+    if op == "group":
+        return 1.0
+    if op == "stddev":
+        return math.sqrt(_variance(values))
+    if op == "stdvar":
+        return _variance(values)
+    assert param is not None
+    return _quantile(param, values)
 
 
 def _mean(values: list[float]) -> float:
@@ -716,6 +761,13 @@ class PromQLEngine:
         # Per series (by identity, kept alive here): how many samples were scanned, and the
         # index of the last NaN and of the last decrease among them (see `_irregularities`).
         self._scanned: dict[int, list[Any]] = {}
+        # Per `by` label list: each series' (by identity, kept alive here) group key and group
+        # labels; and the one labels object of each (labels, key), see `_Vector.interned`.
+        self._members: dict[tuple[str, ...], dict[int, tuple[Series, Any, Labels]]] = {}
+        self._groupings: dict[tuple[tuple[str, ...], Any], Labels] = {}
+        # histogram_quantile's reading of an interned label set: (labels, upper bound or None,
+        # labels without le and name, their key), by identity.
+        self._buckets: dict[int, tuple[Labels, float | None, Labels, LabelKey]] = {}
 
     # Public API -----------------------------------------------------------------------------
 
@@ -1298,6 +1350,9 @@ class PromQLEngine:
         param: float | None = None
         if op in ("topk", "bottomk", "quantile"):
             param = self._scalar_arg(expr.param, ctx, f"the parameter of {op}")
+        fused = self._aggregate_rates(op, expr, ctx)
+        if fused is not None:
+            return fused
         vector = self._vector_arg(expr.expr, ctx, f"the argument of {op}")
         if op == "count_values":
             label = self._eval(expr.param, ctx)
@@ -1375,31 +1430,69 @@ class PromQLEngine:
 
                 out.extend(sorted(members, key=rank)[:k])
                 continue
-            if op == "sum":
-                result = math.fsum(values) if all(map(math.isfinite, values)) else sum(values)
-            elif op == "avg":
-                result = (
-                    _mean(values)
-                    if all(map(math.isfinite, values))
-                    else (sum(values) / len(values))
-                )
-            elif op == "min":
-                result = _nan_min(values)
-            elif op == "max":
-                result = _nan_max(values)
-            elif op == "count":
-                result = float(len(values))
-            elif op == "group":
-                result = 1.0
-            elif op == "stddev":
-                result = math.sqrt(_variance(values))
-            elif op == "stdvar":
-                result = _variance(values)
-            else:
-                assert param is not None
-                result = _quantile(param, values)
-            out.append((grouping, result))
+            out.append((grouping, _reduce(op, values, param)))
         return _Vector(out)
+
+    def _aggregate_rates(self, op: str, expr: Any, ctx: _Context) -> _Vector | None:
+        """`op [by (labels)] (rate|increase|delta(selector[range]))` straight from the rates,
+        without building the intermediate vector; None for any other aggregation.
+
+        The same groups, values and order as aggregating the evaluated rates: the groups come
+        in the order of their first series, with the grouping of the generic path, and each
+        group's values are reduced in selection order.
+        """
+        modifier = expr.modifier
+        if op not in _FUSED_AGGREGATIONS:
+            return None
+        if modifier is not None and modifier.type != pp.AggModifierType.By:
+            return None
+        inner = expr.expr
+        while isinstance(inner, pp.ParenExpr):
+            inner = inner.expr
+        if not (
+            isinstance(inner, pp.Call)
+            and inner.func.name in ("rate", "increase", "delta")
+            and isinstance(inner.args[0], pp.MatrixSelector)
+        ):
+            return None
+        selector = inner.args[0].vector_selector
+        if selector.name is None:
+            # A selector of several names could select series that only their names set
+            # apart: the generic path refuses those.
+            return None
+        name = inner.func.name
+        order = tuple(sorted(frozenset(modifier.labels))) if modifier is not None else ()
+        picked, results = self._selector_rates(inner.args[0], ctx, name != "delta", name == "rate")
+        members = self._members.setdefault(order, {})
+        groups: dict[Any, tuple[Labels, list[float]]] = {}
+        for series, value in zip(picked, results, strict=True):
+            entry = members.get(id(series))
+            if entry is None or entry[0] is not series:
+                key, grouping = self._group_of(self._without_name(series.labels)[0], order)
+                entry = (series, key, grouping)
+                members[id(series)] = entry
+            group = groups.get(entry[1])
+            if group is None:
+                groups[entry[1]] = (entry[2], [value])
+            else:
+                group[1].append(value)
+        return _Vector(
+            [(grouping, _reduce(op, values, None)) for grouping, values in groups.values()],
+            interned=True,
+        )
+
+    def _group_of(self, labels: Labels, order: tuple[str, ...]) -> tuple[Any, Labels]:
+        """The group key of a sample's labels under `by (order)` and the group's labels (one
+        object per key: see `_Vector.interned`), as the generic aggregation keys them."""
+        if all(n in labels for n in order):
+            values = tuple(labels[n] for n in order)
+            key: Any = values[0] if len(order) == 1 else values
+            grouping = dict(zip(order, values, strict=True))
+        else:
+            key = tuple(map(labels.get, order))
+            grouping = {n: labels[n] for n in order if n in labels}
+        interned = self._groupings.setdefault((order, key), grouping)
+        return key, interned
 
     # Functions --------------------------------------------------------------------------------
 
@@ -1512,18 +1605,38 @@ class PromQLEngine:
         The same computation as building the range vector first, without copying windows that
         hold no staleness markers.
         """
+        picked, results = self._selector_rates(matrix, ctx, is_counter, is_rate)
+        out: list[tuple[Labels, float]] = []
+        keys: list[frozenset[tuple[str, str]]] = []
+        unnamed = self._unnamed
+        for series, result in zip(picked, results, strict=True):
+            named = unnamed.get(id(series.labels))
+            if named is not None and named[0] is series.labels:
+                out.append((named[1], result))
+                keys.append(named[2])
+            else:
+                labels, key = self._without_name(series.labels)
+                out.append((labels, result))
+                keys.append(key)
+        return _Vector(out, keys)
+
+    def _selector_rates(
+        self, matrix: Any, ctx: _Context, is_counter: bool, is_rate: bool
+    ) -> tuple[list[Series], list[float]]:
+        """The series of a range selector that have a rate (increase, delta) and those rates,
+        in selection order."""
         selector = matrix.vector_selector
         ref = self._reference_time(selector, ctx)
         seconds = matrix.range.total_seconds()
         start = ref - seconds
-        out: list[tuple[Labels, float]] = []
-        keys: list[frozenset[tuple[str, str]]] = []
-        unnamed = self._unnamed
+        picked: list[Series] = []
+        results: list[float] = []
         # Series written in the same scrapes may share one timestamps list (a store's choice):
-        # their window bounds are found once.
+        # their window bounds, and the extrapolation they share, are found once.
         shared: list[float] | None = None
         lo = hi = 0
         spread = False
+        to_start = threshold = factor = 0.0
         scanned = self._scanned
         for series in self._select(selector, ctx):
             ts = series.timestamps
@@ -1534,40 +1647,66 @@ class PromQLEngine:
                 # Samples spread over time over a positive range: the extrapolation factor is
                 # positive and finite, so an unchanged series' rate is its zero change itself.
                 spread = hi - lo >= 2 and ts[hi - 1] > ts[lo] and seconds > 0
+                if spread:
+                    # `_extrapolate_change` up to the series' own counter clamp, in its order.
+                    sampled = ts[hi - 1] - ts[lo]
+                    average_gap = sampled / (hi - lo - 1)
+                    threshold = average_gap * 1.1
+                    to_start = ts[lo] - start
+                    to_end = ref - ts[hi - 1]
+                    end_part = to_end if to_end < threshold else average_gap / 2
+                    interval = sampled
+                    interval += to_start if to_start < threshold else average_gap / 2
+                    interval += end_part
+                    factor = interval / sampled
+                    if is_rate:
+                        factor /= seconds
             if hi - lo < 2:
                 continue
-            entry = scanned.get(id(series))
-            if (
-                entry is not None
-                and entry[0] is series
-                and entry[1] == len(series.values)
-                and entry[4] is series.values[-1]
-            ):
-                # Nothing appended or replaced since the last scan.
-                last_nan, last_drop = entry[2], entry[3]
+            last_nan = series.last_nan
+            if last_nan is not None:
+                # The store keeps the marks as it writes (see `note_sample`).
+                last_drop: int = series.last_drop  # type: ignore[assignment]
             else:
-                last_nan, last_drop = self._irregularities(series)
+                entry = scanned.get(id(series))
+                if (
+                    entry is not None
+                    and entry[0] is series
+                    and entry[1] == len(series.values)
+                    and entry[4] is series.values[-1]
+                ):
+                    # Nothing appended or replaced since the last scan.
+                    last_nan, last_drop = entry[2], entry[3]
+                else:
+                    last_nan, last_drop = self._irregularities(series)
             if last_nan < lo and (last_drop <= lo or not is_counter):
                 # No staleness marker and no counter reset inside the window: the change is
                 # last minus first, without copying the window.
                 values = series.values
                 first_v = values[lo]
                 change = values[hi - 1] - first_v
-                if change == 0.0 and spread:
-                    result = change
-                else:
+                if not spread:
                     result = _extrapolate_change(
                         ts[lo], ts[hi - 1], first_v, change, hi - lo,
                         start, ref, seconds, is_counter, is_rate,
                     )  # fmt: skip
-                named = unnamed.get(id(series.labels))
-                if named is not None and named[0] is series.labels:
-                    out.append((named[1], result))
-                    keys.append(named[2])
+                elif change == 0.0:
+                    result = change
+                elif is_counter and change > 0 and first_v >= 0:
+                    to_zero = (ts[hi - 1] - ts[lo]) * (first_v / change)
+                    if to_zero < to_start:
+                        # The counter started inside the range: extrapolate no further back
+                        # than its zero.
+                        result = _extrapolate_change(
+                            ts[lo], ts[hi - 1], first_v, change, hi - lo,
+                            start, ref, seconds, is_counter, is_rate,
+                        )  # fmt: skip
+                    else:
+                        result = change * factor
                 else:
-                    labels, key = self._without_name(series.labels)
-                    out.append((labels, result))
-                    keys.append(key)
+                    result = change * factor
+                picked.append(series)
+                results.append(result)
                 continue
             values = series.values[lo:hi]
             if math.isnan(sum(values)):
@@ -1579,11 +1718,11 @@ class PromQLEngine:
                 values = [values[j] for j in kept]
             else:
                 first_t, last_t = ts[lo], ts[hi - 1]
-            result = _extrapolate(first_t, last_t, values, start, ref, seconds, is_counter, is_rate)
-            labels, key = self._without_name(series.labels)
-            out.append((labels, result))
-            keys.append(key)
-        return _Vector(out, keys)
+            picked.append(series)
+            results.append(
+                _extrapolate(first_t, last_t, values, start, ref, seconds, is_counter, is_rate)
+            )
+        return picked, results
 
     def _relabel(self, name: str, args: list[Any], ctx: _Context) -> _Vector:
         vector = self._vector_arg(args[0], ctx, f"the first argument of {name}")
@@ -1638,18 +1777,16 @@ class PromQLEngine:
         q = self._scalar_arg(args[0], ctx, "the quantile of histogram_quantile")
         vector = self._vector_arg(args[1], ctx, "the buckets of histogram_quantile")
         groups: dict[LabelKey, tuple[Labels, list[tuple[float, float]]]] = {}
+        cache = self._buckets if vector.interned else None
         for labels, v in vector.samples:
-            le = labels.get("le")
-            if le is None:
+            entry = cache.get(id(labels)) if cache is not None else None
+            if entry is None or entry[0] is not labels:
+                entry = (labels, *_bucket_of(labels))
+                if cache is not None:
+                    cache[id(labels)] = entry
+            _, upper, rest, key = entry
+            if upper is None:
                 continue
-            try:
-                upper = float(le)
-            except ValueError:
-                continue
-            rest = dict(labels)
-            del rest["le"]
-            rest.pop(NAME, None)
-            key = _key(rest)
             group = groups.get(key)
             if group is None:
                 group = (rest, [])

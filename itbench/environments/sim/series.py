@@ -34,6 +34,22 @@ class Series:
     labels: dict[str, str]
     timestamps: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    last_nan: int | None = None
+    """Index of the last NaN sample (-1: none), kept by a store that notes every sample it
+    writes (`note_sample`); None when nobody keeps it (the PromQL engine then scans)."""
+    last_drop: int | None = None
+    """Index of the last sample below the one before it (-1: none), kept like `last_nan`."""
+
+
+def note_sample(series: Series, index: int, value: float) -> None:
+    """Keep a tracked series' irregularity marks up to date for the sample just written at
+    `index` (appended, or replacing the last one: marks are only ever moved forward, so a
+    replaced value can leave a mark that no longer holds, which costs the engine its exact slow
+    path, never a wrong answer)."""
+    if value != value:
+        series.last_nan = index
+    elif index and value < series.values[index - 1]:
+        series.last_drop = index
 
 
 class SeriesStore(Protocol):
@@ -75,7 +91,7 @@ class MemorySeriesStore:
             name = labels.get("__name__")
             if not name:
                 raise ValueError(f"series {dict(labels)} has no __name__ label")
-            series = Series(labels=dict(labels))
+            series = Series(labels=dict(labels), last_nan=-1, last_drop=-1)
             self._series[key] = series
             self._by_name.setdefault(name, []).append(series)
         timestamps = series.timestamps
@@ -88,9 +104,11 @@ class MemorySeriesStore:
                 )
             if t == last:
                 series.values[-1] = value
+                note_sample(series, len(series.values) - 1, value)
                 return
         timestamps.append(t)
         series.values.append(value)
+        note_sample(series, len(series.values) - 1, value)
 
     def mark_stale(self, labels: Mapping[str, str], t: float) -> None:
         """End a series at ``t``, as Prometheus does when a target or series disappears.

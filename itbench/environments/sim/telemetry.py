@@ -34,7 +34,7 @@ from itbench.environments.sim.cluster import Cluster, ContainerRuntime
 from itbench.environments.sim.logql import LogLine
 from itbench.environments.sim.objects import NODE_NAME, Obj, main_container, parse_cpu, parse_memory
 from itbench.environments.sim.registry import image_program
-from itbench.environments.sim.series import STALE_NAN, Series
+from itbench.environments.sim.series import STALE_NAN, Series, note_sample
 from itbench.environments.sim.traffic import EdgeStats, Latency, OpStats, TrafficState
 from itbench.stack import chart_pin
 
@@ -149,7 +149,7 @@ class TelemetryStore:
         """The series with these labels (first pair is ("__name__", name)); created on demand."""
         series = self._index.get(key)
         if series is None:
-            series = SimSeries(labels=dict(key))
+            series = SimSeries(labels=dict(key), last_nan=-1, last_drop=-1)
             self._index[key] = series
             self._by_name.setdefault(key[0][1], []).append(series)
             self._heads = None
@@ -211,6 +211,7 @@ class TelemetryStore:
                 elif not series.stale:
                     ts.append(t)
                     for member in group:
+                        member.last_nan = len(member.values)
                         member.values.append(STALE_NAN)
                         member.stale = True
                 continue
@@ -218,6 +219,7 @@ class TelemetryStore:
                 series.stale = False
             elif not series.stale:
                 ts.append(t)
+                series.last_nan = len(series.values)
                 series.values.append(STALE_NAN)
                 series.stale = True
 
@@ -335,6 +337,7 @@ class Scraper:
             return
         s.timestamps.append(t)
         s.values.append(_count_before(s.values, restarted) + inc)
+        note_sample(s, len(s.values) - 1, s.values[-1])
 
     def _count(self, key: tuple[str, ...], expected: float) -> int:
         jitter = 1.0 + (self.rng.random() - 0.5) * 0.1
@@ -542,6 +545,8 @@ class Scraper:
                     if last != last or restarted:
                         last = _count_before(values, restarted)
                     values.append(last + inc)
+                    if restarted:  # counts only ever fall when the collector restarted
+                        note_sample(series, len(values) - 1, values[-1])
                 continue
             for series, inc in zip(handles, increments, strict=True):
                 values = series.values
@@ -550,6 +555,7 @@ class Scraper:
                     continue
                 series.timestamps.append(t)
                 values.append(_count_before(values, restarted) + inc)
+                note_sample(series, len(values) - 1, values[-1])
         for key in self._client_keys.get(instance, ()):
             if key not in client:
                 client[key] = 0.0
@@ -1032,11 +1038,18 @@ def _count_before(values: list[float], restarted: bool) -> float:
 
 
 def _put(s: SimSeries, t: float, value: float) -> None:
+    values = s.values
     if s.timestamps and s.timestamps[-1] == t:
-        s.values[-1] = value  # one sample per series and scrape, as Prometheus keeps it
+        values[-1] = value  # one sample per series and scrape, as Prometheus keeps it
+        note_sample(s, len(values) - 1, value)
         return
     s.timestamps.append(t)
-    s.values.append(value)
+    # The irregularity marks (`note_sample`), inlined: this runs for most samples.
+    if value != value:
+        s.last_nan = len(values)
+    elif values and value < values[-1]:
+        s.last_drop = len(values)
+    values.append(value)
 
 
 def _share(n: int, parts: int, index: int) -> int:

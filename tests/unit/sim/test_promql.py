@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from itbench.environments.sim.promql import PromQLEngine, PromQLError, format_value
-from itbench.environments.sim.series import STALE_NAN, MemorySeriesStore, is_stale
+from itbench.environments.sim.series import STALE_NAN, MemorySeriesStore, Series, is_stale
 
 
 def vector(engine: PromQLEngine, query: str, t: float) -> dict[tuple[tuple[str, str], ...], float]:
@@ -910,3 +910,94 @@ def test_rate_of_unchanged_series_is_its_zero_change_and_later_changes_count() -
     # The series moves after being read: the next evaluation sees the new sample.
     store.append({"__name__": "flat_total", "job": "api"}, 135.0, 35.0)
     assert single(engine, "increase(flat_total[30s])", 135.0) == 30.0
+
+
+def _irregular_store(seed: int) -> MemorySeriesStore:
+    """Counters over three jobs and pods, scraped every 30 s with gaps, staleness markers,
+    counter resets and replaced samples; one pod has no `job` label."""
+    rng = random.Random(seed)
+    store = MemorySeriesStore()
+    pods = [("api", "a"), ("api", "b"), ("web", "c"), ("", "d")]
+    counts = dict.fromkeys(pods, 0.0)
+    for i in range(60):
+        t = 30.0 * i
+        for job, pod in pods:
+            labels = {"__name__": "reqs_total", "pod": pod, "le": str(rng.choice((1, 5)))}
+            if job:
+                labels["job"] = job
+            roll = rng.random()
+            if roll < 0.05:
+                store.mark_stale(labels, t)
+                continue
+            if roll < 0.08:
+                counts[(job, pod)] = 0.0  # a restart
+            if roll < 0.12 and i > 20:
+                continue  # not scraped
+            counts[(job, pod)] += rng.choice((0.0, 1.0, 2.5, 7.0))
+            store.append(labels, t, counts[(job, pod)])
+            if roll > 0.97:
+                counts[(job, pod)] += 1.0
+                store.append(labels, t, counts[(job, pod)])  # replaces the sample
+    return store
+
+
+class _Untracked:
+    """The same series as plain Series objects, whose irregularities nobody keeps."""
+
+    def __init__(self, store: MemorySeriesStore) -> None:
+        self._series = [
+            Series(dict(s.labels), list(s.timestamps), list(s.values)) for s in store.select(None)
+        ]
+
+    def select(self, name: str | None) -> list[Series]:
+        return [s for s in self._series if name is None or s.labels["__name__"] == name]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rates_from_tracked_series_equal_those_the_engine_scans_itself(seed: int) -> None:
+    store = _irregular_store(seed)
+    tracked, untracked = PromQLEngine(store), PromQLEngine(_Untracked(store))
+    assert all(s.last_nan is not None for s in store.select(None))
+    for function in ("rate", "increase", "delta"):
+        for window in ("1m", "2m", "5m"):
+            query = f"{function}(reqs_total[{window}])"
+            for t in range(0, 1800, 45):
+                assert tracked.instant_vector(query, t) == untracked.instant_vector(query, t)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    "aggregation",
+    [
+        "sum by (job)",
+        "sum by (job, le)",
+        "sum by ()",
+        "sum",
+        "max by (pod)",
+        "min by (job)",
+        "avg by (le)",
+        "count by (job)",
+        "stddev by (job)",
+        "stdvar",
+        "group by (job)",
+    ],
+)
+def test_aggregations_of_rates_equal_aggregating_the_rate_vector(
+    seed: int, aggregation: str
+) -> None:
+    # `* 1` keeps every rate as it is but makes the engine aggregate the evaluated vector.
+    engine = PromQLEngine(_irregular_store(seed))
+    for function in ("rate", "increase", "delta"):
+        fused = f"{aggregation} ({function}(reqs_total[2m]))"
+        generic = f"{aggregation} ({function}(reqs_total[2m]) * 1)"
+        for t in range(0, 1800, 45):
+            assert engine.instant_vector(fused, t) == engine.instant_vector(generic, t), (fused, t)
+            quantile = f"histogram_quantile(0.9, {fused})"
+            expected = f"histogram_quantile(0.9, {generic})"
+            got, want = engine.instant_vector(quantile, t), engine.instant_vector(expected, t)
+            assert [labels for labels, _ in got] == [labels for labels, _ in want]
+            assert all(
+                a == b or (math.isnan(a) and math.isnan(b))
+                for (_, a), (_, b) in zip(got, want, strict=True)
+            )
+    assert engine._members, "the aggregations were computed straight from the rates"
