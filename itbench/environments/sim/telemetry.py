@@ -17,6 +17,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import add
 from typing import Any, ClassVar
 
 from itbench.core.alert_rules import KAFKA_LAG_METRIC
@@ -93,6 +94,16 @@ def _reachable(service: str, operation: str) -> frozenset[str]:
 
 
 _ROUTE_SERVICES = {name: _reachable(svc, name) for svc, name in _OPS if svc == PROXY}
+_SERVER_SPANS: dict[tuple[str, str], tuple[tuple[str, tuple[str, str, str, str]], ...]] = {
+    (o.service, o.name): tuple(
+        (status, (o.service, o.exported, o.kind, status))
+        for status in ("STATUS_CODE_UNSET", "STATUS_CODE_ERROR")
+    )
+    for o in OPERATIONS
+    if o.service in SERVICE_BY_NAME and SERVICE_BY_NAME[o.service].instrumented
+}
+"""Per server operation of an instrumented service: each span series' status and (service,
+exported span name, kind, status), the ok series first."""
 _DEPLOYMENT_SERIES = (
     ("kube_deployment_spec_replicas", "replicas"),
     ("kube_deployment_status_replicas", "replicas"),
@@ -308,9 +319,11 @@ class Scraper:
     """Client-span call increments counted since the last export, by series key."""
     _pending_run: tuple[str, int] | None = None
     """The collector (instance, restarts) whose memory holds the pending counts."""
-    _span_label_cache: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = field(
-        default_factory=dict
-    )
+    _span_label_cache: dict[
+        tuple[tuple[str, str], ...], dict[tuple[object, ...], tuple[tuple[str, str], ...]]
+    ] = field(default_factory=dict)
+    """Span series' labels (sorted, so `__name__` can go in front) by the collector's scrape
+    labels, then by emitting pod and span."""
     _resource_handles: dict[tuple[object, ...], list[tuple[SimSeries, float]]] = field(
         default_factory=dict
     )
@@ -453,27 +466,29 @@ class Scraper:
             self._pending_server, self._pending_client = {}, {}
             self._pending_run = run
         server = self._pending_server
+        label_sets = self._span_label_cache.setdefault(target, {})
         for (svc, name), stats in traffic.ops.items():
-            spec = SERVICE_BY_NAME.get(svc)
-            pods = serving.get(svc) or []
-            if spec is None or not spec.instrumented or not pods:
+            spans = _SERVER_SPANS.get((svc, name))
+            pods = serving.get(svc)
+            if spans is None or not pods:
                 continue
-            op = _OPS[(svc, name)]
-            span = server_span_name(svc, name)
             n = self._count(("srv", svc, name), stats.rate * dt)
             errors = self._count(("err", svc, name), n * stats.error) if stats.error > 0 else 0
             errors = min(errors, n)
             for index, pod in enumerate(pods):
-                share_ok = _share(n - errors, len(pods), index)
-                share_err = _share(errors, len(pods), index)
-                for status, count in (
-                    ("STATUS_CODE_UNSET", share_ok),
-                    ("STATUS_CODE_ERROR", share_err),
+                uid = str(pod["metadata"].get("uid", ""))
+                for (status, key), count in zip(
+                    spans,
+                    (_share(n - errors, len(pods), index), _share(errors, len(pods), index)),
+                    strict=True,
                 ):
-                    labels = self._span_labels(target, svc, pod, span, op.kind, status)
+                    labels = label_sets.get((uid, key))
+                    if labels is None:
+                        labels = _span_labels(target, svc, uid, key[1], key[2], status)
+                        label_sets[(uid, key)] = labels
                     if (
-                        status == "STATUS_CODE_ERROR"
-                        and not count
+                        not count
+                        and status == "STATUS_CODE_ERROR"
                         and labels not in server
                         and not self.store.has(
                             (("__name__", "traces_span_metrics_calls_total"), *labels)
@@ -482,11 +497,9 @@ class Scraper:
                         continue
                     increments = self._increments_for(count, stats.latency)
                     total = server.get(labels)
-                    if total is None:
-                        server[labels] = increments
-                    else:
-                        for i, inc in enumerate(increments):
-                            total[i] += inc
+                    server[labels] = (
+                        increments if total is None else list(map(add, total, increments))
+                    )
         client = self._pending_client
         for (caller, caller_op, callee, op_name), edge in traffic.edges.items():
             spec = SERVICE_BY_NAME.get(caller)
@@ -502,15 +515,10 @@ class Scraper:
                 n, self._count(("cer", caller, caller_op, callee, op_name), n * edge.error)
             )
             for index, pod in enumerate(pods):
-                ok_labels = self._span_labels(
-                    target, caller, pod, span, client_kind, "STATUS_CODE_UNSET"
-                )
-                ok_key = (("__name__", "traces_span_metrics_calls_total"), *ok_labels)
+                uid = str(pod["metadata"].get("uid", ""))
+                ok_key = self._client_key(label_sets, target, caller, uid, span, client_kind, False)
                 client[ok_key] = client.get(ok_key, 0.0) + _share(n - errors, len(pods), index)
-                err_labels = self._span_labels(
-                    target, caller, pod, span, client_kind, "STATUS_CODE_ERROR"
-                )
-                err_key = (("__name__", "traces_span_metrics_calls_total"), *err_labels)
+                err_key = self._client_key(label_sets, target, caller, uid, span, client_kind, True)
                 err = _share(errors, len(pods), index)
                 if err or err_key in client or self.store.has(err_key):
                     client[err_key] = client.get(err_key, 0.0) + err
@@ -563,22 +571,26 @@ class Scraper:
             self._add(series_key, t, inc, restarted)
             self._client_keys.setdefault(instance, set()).add(series_key)
 
-    def _span_labels(
-        self,
+    @staticmethod
+    def _client_key(
+        label_sets: dict[tuple[object, ...], tuple[tuple[str, str], ...]],
         target: tuple[tuple[str, str], ...],
-        svc: str,
-        pod: Obj,
+        caller: str,
+        uid: str,
         span: str,
         kind: str,
-        status: str,
+        error: bool,
     ) -> tuple[tuple[str, str], ...]:
-        """`_span_labels` of the module, remembered (sorted, so `__name__` can go in front)."""
-        uid = str(pod["metadata"].get("uid", ""))
-        key = (target, svc, uid, span, kind, status)
-        labels = self._span_label_cache.get(key)
+        """The calls series of a client span of an emitting pod (remembered per target)."""
+        key = (uid, caller, span, kind, error)
+        labels = label_sets.get(key)
         if labels is None:
-            labels = _span_labels(target, svc, uid, span, kind, status)
-            self._span_label_cache[key] = labels
+            status = "STATUS_CODE_ERROR" if error else "STATUS_CODE_UNSET"
+            labels = (
+                ("__name__", "traces_span_metrics_calls_total"),
+                *_span_labels(target, caller, uid, span, kind, status),
+            )
+            label_sets[key] = labels
         return labels
 
     def _span_handles_for(self, labels: tuple[tuple[str, str], ...]) -> list[SimSeries]:
