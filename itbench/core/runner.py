@@ -123,6 +123,10 @@ class RunnerConfig:
         sample_count: Snapshots taken through the mitigation observation window (at least 1).
         reset_after_seconds: How long recovery waits for the baseline before resetting the
             environment (a reset undoes what the agent changed too).
+        await_recovery: Whether a trial waits, after its faults are removed, until the
+            environment is back at its baseline (Recovering), so the next trial finds it
+            clean. False for an environment built for one trial and discarded after it (the
+            embedded twin): its faults are removed and the trial ends at once.
     """
 
     poll_seconds: float = 15.0
@@ -133,6 +137,7 @@ class RunnerConfig:
     injection_timeout_seconds: float = 120.0
     sample_count: int = 4
     reset_after_seconds: float = 60.0
+    await_recovery: bool = True
 
 
 DEFAULT_CONFIG = RunnerConfig()
@@ -631,6 +636,7 @@ def _provisioning(
             Reason.ENVIRONMENT_NOT_READY,
             f"environment: not healthy after {elapsed:.0f} s: {'; '.join(problems)}",
             inject=False,
+            config=config,
         )
     wait = config.settle_seconds - elapsed if not problems else config.poll_seconds
     return Decision(status=status, wait_seconds=max(wait, 0.0) or config.poll_seconds)
@@ -681,6 +687,7 @@ def _injecting(
             Reason.INJECTION_FAILED,
             f"fault injection: not confirmed for {', '.join(missing)}",
             inject=True,
+            config=config,
         )
     redo = _start_injecting(ctx, status, now).actions
     return Decision(
@@ -711,6 +718,7 @@ def _awaiting_alerts(
                 Reason.CONTROL_NOT_QUIET,
                 f"environment: alerts fired in a no-fault control: {names}",
                 inject=True,
+                config=config,
             )
         window = min(config.control_window_seconds, ctx.alerts_timeout_seconds())
         if elapsed < window:
@@ -731,6 +739,7 @@ def _awaiting_alerts(
             Reason.FAULT_DID_NOT_MANIFEST,
             f"fault injection: expected alerts did not fire within {timeout:.0f} s: {names}",
             inject=True,
+            config=config,
         )
     return Decision(status=status, wait_seconds=min(config.poll_seconds, timeout - elapsed))
 
@@ -937,6 +946,7 @@ def _evaluating(
             Reason.PLATFORM_ERROR,
             "platform: the baseline snapshot of this trial is missing",
             inject=True,
+            config=config,
         )
     output = status.agent_output or AgentOutput()
     evaluation = EvaluationInput(
@@ -966,7 +976,7 @@ def _evaluating(
     else:
         reason = Reason.TASKS_PASSED
         message = "every task passed"
-    return _recover_then(ctx, scored, now, reason, message, inject=True)
+    return _recover_then(ctx, scored, now, reason, message, inject=True, config=config)
 
 
 def _recover_then(
@@ -977,6 +987,7 @@ def _recover_then(
     message: str,
     *,
     inject: bool,
+    config: RunnerConfig,
 ) -> Decision:
     if not inject:
         # Nothing was injected: the environment itself is at fault and is rebuilt.
@@ -989,6 +1000,11 @@ def _recover_then(
     actions: list[Action] = [RemoveFault(key=k) for k in reversed(ctx.inject_keys())]
     if status.phase in (TrialPhase.READY, TrialPhase.AGENT_RUNNING):
         actions.append(CloseSession(key=f"{ctx.uid}/close", trial_id=ctx.session_id))
+    if not config.await_recovery:
+        # The environment is discarded after this trial: nothing will run on it again.
+        phase, owner = trial_outcome(reason)
+        final = _final_message(message, owner)
+        return Decision(status=_enter(status, phase, now, reason, final), actions=actions)
     return Decision(
         status=_enter(status, TrialPhase.RECOVERING, now, reason, message), actions=actions
     )

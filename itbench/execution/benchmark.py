@@ -6,6 +6,7 @@ interrupted run can be resumed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import logging
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 EMBEDDED_CONFIG = RunnerConfig(agent_poll_seconds=math.inf)
 """In-process agents are done when they return, so the runner waits out the rest at once."""
+TRIAL_TWIN_CONFIG = dataclasses.replace(EMBEDDED_CONFIG, await_recovery=False)
+"""A benchmark trial's twin is built for it and discarded after it (the next trial gets a new
+one): its faults are removed when the trial ends, with no wait for its baseline."""
 
 POOL_RETRIES = 2
 """How often a pool whose worker died is rebuilt for the trials still to run."""
@@ -150,7 +154,7 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
     runner = agent_runner(plan.agent, app=worker.app, gateway_url=worker.url, files=files)
     try:
         final = drive_trial(
-            status, executor, persist=persist, run_agent=runner, config=EMBEDDED_CONFIG
+            status, executor, persist=persist, run_agent=runner, config=TRIAL_TWIN_CONFIG
         )
     finally:
         worker.registry.close(ctx.session_id)

@@ -227,6 +227,7 @@ def run(
     agent: AgentScript = "finish",
     scorer=passing_scorer,
     max_steps: int = 500,
+    config: RunnerConfig = CONFIG,
 ) -> tuple[TrialStatus, list[TrialStatus]]:
     """Drive the machine over the fake world; the agent acts when the trial is Ready."""
     status = new_status(world.now)
@@ -234,7 +235,7 @@ def run(
     for _ in range(max_steps):
         if status.phase.final:
             return status, history
-        decision = step(ctx, status, world.observe(status), world.now, scorer=scorer, config=CONFIG)
+        decision = step(ctx, status, world.observe(status), world.now, scorer=scorer, config=config)
         world.apply(decision.actions)
         status = decision.status
         history.append(status)
@@ -309,6 +310,20 @@ def test_trial_passes_through_every_phase_in_order_and_succeeds() -> None:
     assert final.alerts_cleared_at == final.ready_at + timedelta(seconds=60)
     times = [entry.time for entry in final.timeline]
     assert times == sorted(times)
+
+
+@pytest.mark.parametrize(("agent", "phase"), [("finish", "Succeeded"), ("crash", "Failed")])
+def test_a_discarded_environment_has_its_faults_removed_and_the_trial_ends_at_once(
+    agent: AgentScript, phase: str
+) -> None:
+    world = FakeWorld(heals_on_reset=False)
+    disposable = replace(CONFIG, await_recovery=False)
+    final, _ = run(context(), world, agent=agent, config=disposable)
+    assert final.phase == TrialPhase(phase)
+    assert TrialPhase.RECOVERING not in phases(final)
+    removed = [a.key for a in world.applied if isinstance(a, RemoveFault)]
+    assert removed == list(reversed(context().inject_keys()))
+    assert world.rebuild is None
 
 
 def test_every_action_is_keyed_by_the_trial_uid() -> None:
