@@ -78,6 +78,11 @@ class Cluster:
     _child_names: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     generation: int = 0
     """Increments on every object change; lets readers cache derived state."""
+    _event_writes: int = 0
+    """Increments on every Event written or repeated."""
+    _settled: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    """Per group of controllers (see `reconcile`), the inputs of its last pass when that pass
+    changed nothing."""
 
     def __post_init__(self) -> None:
         self.kubelet = Kubelet(self)
@@ -184,6 +189,7 @@ class Cluster:
         ref_kind = obj["kind"]
         ref_name = obj["metadata"]["name"]
         key = (ref_kind, ref_name, reason, message)
+        self._event_writes += 1
         existing = self._event_index.get(key)
         if existing is not None:
             existing["count"] += 1
@@ -221,22 +227,56 @@ class Cluster:
             dt: Seconds since the last pass.
         """
         self._autoscale(demand)
-        for d in self.of_kind("Deployment"):
-            self._rollout(d)
-        for rs in self.of_kind("ReplicaSet"):
-            self._replicate(rs)
-        for ds in self.of_kind("DaemonSet"):
-            self._daemon(ds)
+        # The workload controllers and the status writers read only the objects and which
+        # pods are ready, never the clock: a pass over the inputs of a pass that changed
+        # nothing would change nothing again, and is skipped.
+        if self._unsettled("workloads"):
+            for d in self.of_kind("Deployment"):
+                self._rollout(d)
+            for rs in self.of_kind("ReplicaSet"):
+                self._replicate(rs)
+            for ds in self.of_kind("DaemonSet"):
+                self._daemon(ds)
+            self._settle("workloads")
         self._claims()
         self.chaos.reconcile()
         for pod in sorted(self.of_kind("Pod"), key=_priority_order):
             self._kubelet(pod, demand.get(pod["metadata"]["name"], PodDemand()), dt)
-        for d in self.of_kind("Deployment"):
-            self._deployment_status(d)
-        for rs in self.of_kind("ReplicaSet"):
-            self._replicaset_status(rs)
-        self._quotas()
+        if self._unsettled("statuses"):
+            for d in self.of_kind("Deployment"):
+                self._deployment_status(d)
+            for rs in self.of_kind("ReplicaSet"):
+                self._replicaset_status(rs)
+            self._quotas()
+            self._settle("statuses")
         self._endpoints()
+
+    def _controller_inputs(self) -> tuple[object, ...]:
+        return (
+            self.generation,
+            self._event_writes,
+            tuple(p["metadata"]["name"] for p in self.of_kind("Pod") if self._ready(p)),
+        )
+
+    def _unsettled(self, group: str) -> bool:
+        """Whether a group of controllers must run: its inputs changed since a pass of it that
+        changed nothing (and remembers the inputs it runs on)."""
+        inputs = self._controller_inputs()
+        if self._settled.get(group) == inputs:
+            return False
+        self._settled[group] = ("running", inputs)
+        return True
+
+    def _settle(self, group: str) -> None:
+        """After a pass of a group: remember its inputs when it changed nothing."""
+        marker = self._settled.get(group)
+        assert marker is not None and marker[0] == "running"
+        before = marker[1]
+        after = self._controller_inputs()
+        if after == before:
+            self._settled[group] = before
+        else:
+            self._settled.pop(group, None)
 
     def deployment_hash(self, d: Obj) -> str:
         """The pod-template-hash of a Deployment's current template (cached per version)."""

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from waiting import inject
 
+from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
+from itbench.environments.sim.cluster import Cluster
+from itbench.environments.sim.traffic import TrafficModel, TrafficState
 
 
 def run(seed: int) -> tuple[str, str, str]:
@@ -61,3 +65,57 @@ def test_telemetry_does_not_depend_on_the_process_hash_seed() -> None:
     }
     assert len(digests) == 1
     assert len(next(iter(digests))) == 64
+
+
+_FAULT_MIXES = {
+    "limits-flags-scaling": [
+        ("kubernetes.memory-limit", {"workload": "ad", "memory": "16Mi"}),
+        ("flagd.cart-failure", {}),
+    ],
+    "kafka-lag": [("flagd.kafka-queue-problems", {})],
+    "memory-leak": [("flagd.email-memory-leak", {})],
+    "cache-leak": [("flagd.recommendation-cache-failure", {})],
+    "cpu-stress": [("chaos.cpu-stress", {"workload": "recommendation"})],
+}
+
+
+@pytest.mark.parametrize("mix", sorted(_FAULT_MIXES))
+def test_skipped_controller_passes_and_repeated_intervals_change_nothing(
+    monkeypatch: pytest.MonkeyPatch, mix: str
+) -> None:
+    # The twin skips a controller pass whose inputs are those of a pass that changed nothing,
+    # and reuses the last interval's traffic when its inputs recur: a twin that computes both
+    # every time must produce the same telemetry, alerts, events and objects.
+    def everything(seed: int) -> tuple[str, str, str, str]:
+        env = SimEnvironment(seed=seed)
+        env.provision()
+        env.advance(120)
+        for i, (fault, args) in enumerate(_FAULT_MIXES[mix]):
+            inject(env, fault, key=f"f{i}", **args)
+        env.advance(450)
+        result = env.act(
+            AgentAction(verb=ActionVerb.SCALE, kind="deployment", name="checkout", replicas=2)
+        )
+        assert result.ok, result.message
+        env.remove("f0")
+        env.advance(300)
+        objects = env.snapshot().model_dump_json(exclude={"time"})
+        return env.telemetry_digest(), run_history(env), objects, repr(env.events())
+
+    shortcut = everything(21)
+    monkeypatch.setattr(Cluster, "_unsettled", lambda self, group: True)
+    monkeypatch.setattr(Cluster, "_settle", lambda self, group: None)
+    real_step = TrafficModel.step
+
+    def fresh(self: TrafficModel, dt: float) -> TrafficState:
+        self._last = None
+        return real_step(self, dt)
+
+    monkeypatch.setattr(TrafficModel, "step", fresh)
+    assert everything(21) == shortcut
+
+
+def run_history(env: SimEnvironment) -> str:
+    return "|".join(
+        f"{i.alertname}{sorted(i.labels.items())}{i.start}{i.end}" for i in env.alert_history()
+    )
