@@ -761,9 +761,12 @@ class PromQLEngine:
         # Per series (by identity, kept alive here): how many samples were scanned, and the
         # index of the last NaN and of the last decrease among them (see `_irregularities`).
         self._scanned: dict[int, list[Any]] = {}
-        # Per `by` label list: each series' (by identity, kept alive here) group key and group
-        # labels; and the one labels object of each (labels, key), see `_Vector.interned`.
-        self._members: dict[tuple[str, ...], dict[int, tuple[Series, Any, Labels]]] = {}
+        # Per (selector, `by` label list), kept alive here: the selection it was made for, each
+        # selected series' group and the groups' labels; and the one labels object of each
+        # (labels, key), see `_Vector.interned`.
+        self._plans: dict[
+            tuple[int, tuple[str, ...]], tuple[Any, list[Series], list[int], list[Labels]]
+        ] = {}
         self._groupings: dict[tuple[tuple[str, ...], Any], Labels] = {}
         # histogram_quantile's reading of an interned label set: (labels, upper bound or None,
         # labels without le and name, their key), by identity.
@@ -1052,6 +1055,8 @@ class PromQLEngine:
         return round(ref * 1000.0) / 1000.0
 
     def _select(self, selector: Any, ctx: _Context) -> list[Series]:
+        """The series a selector selects, in store order. The list may be shared with later
+        calls (the same object while the selection is unchanged): callers must not modify it."""
         matchers = selector.matchers
         if matchers.or_matchers:
             raise PromQLError(
@@ -1061,7 +1066,9 @@ class PromQLEngine:
         for matcher in matchers.matchers:
             if name is None and matcher.name == NAME and matcher.op == pp.MatchOp.Equal:
                 name = matcher.value
-        candidates = list(self._store.select(name))
+        candidates = self._store.select(name)
+        if not isinstance(candidates, list):
+            candidates = list(candidates)
         if not matchers.matchers:
             return candidates
         cache_key = (name, *((m.name, str(m.op), m.value) for m in matchers.matchers))
@@ -1071,7 +1078,7 @@ class PromQLEngine:
             and len(cached[0]) == len(candidates)
             and all(map(is_, cached[0], candidates))
         ):
-            return list(cached[1])
+            return cached[1]
         predicates = [
             (matcher.name, _matcher_predicate(matcher, ctx.query)) for matcher in matchers.matchers
         ]
@@ -1081,7 +1088,7 @@ class PromQLEngine:
             if all(pred(labels.get(label, "")) for label, pred in predicates):
                 out.append(series)
         self._matches[cache_key] = (candidates, out)
-        return list(out)
+        return out
 
     def _irregularities(self, series: Series) -> tuple[int, int]:
         """The index of a series' last NaN sample and of its last decrease (a value below the
@@ -1462,22 +1469,37 @@ class PromQLEngine:
             return None
         name = inner.func.name
         order = tuple(sorted(frozenset(modifier.labels))) if modifier is not None else ()
-        picked, results = self._selector_rates(inner.args[0], ctx, name != "delta", name == "rate")
-        members = self._members.setdefault(order, {})
-        groups: dict[Any, tuple[Labels, list[float]]] = {}
-        for series, value in zip(picked, results, strict=True):
-            entry = members.get(id(series))
-            if entry is None or entry[0] is not series:
+        selection, picked, results = self._selector_rates(
+            inner.args[0], ctx, name != "delta", name == "rate"
+        )
+        # Each selected series' group, found once per selection (the same list object while
+        # the selection is unchanged), numbered in selection order.
+        plan = self._plans.get((id(selector), order))
+        if plan is None or plan[0] is not selector or plan[1] is not selection:
+            indexes: dict[Any, int] = {}
+            groupings: list[Labels] = []
+            of_series: list[int] = []
+            for series in selection:
                 key, grouping = self._group_of(self._without_name(series.labels)[0], order)
-                entry = (series, key, grouping)
-                members[id(series)] = entry
-            group = groups.get(entry[1])
-            if group is None:
-                groups[entry[1]] = (entry[2], [value])
-            else:
-                group[1].append(value)
+                index = indexes.get(key)
+                if index is None:
+                    index = indexes[key] = len(groupings)
+                    groupings.append(grouping)
+                of_series.append(index)
+            plan = (selector, selection, of_series, groupings)
+            self._plans[(id(selector), order)] = plan
+        of_series, groupings = plan[2], plan[3]
+        members: list[list[float]] = [[] for _ in groupings]
+        first_seen: list[int] = []
+        for position, value in zip(picked, results, strict=True):
+            index = of_series[position]
+            values = members[index]
+            if not values:
+                first_seen.append(index)
+            values.append(value)
+        # Groups in the order of their first series with a rate, as the generic path has them.
         return _Vector(
-            [(grouping, _reduce(op, values, None)) for grouping, values in groups.values()],
+            [(groupings[i], _reduce(op, members[i], None)) for i in first_seen],
             interned=True,
         )
 
@@ -1605,11 +1627,12 @@ class PromQLEngine:
         The same computation as building the range vector first, without copying windows that
         hold no staleness markers.
         """
-        picked, results = self._selector_rates(matrix, ctx, is_counter, is_rate)
+        selection, picked, results = self._selector_rates(matrix, ctx, is_counter, is_rate)
         out: list[tuple[Labels, float]] = []
         keys: list[frozenset[tuple[str, str]]] = []
         unnamed = self._unnamed
-        for series, result in zip(picked, results, strict=True):
+        for position, result in zip(picked, results, strict=True):
+            series = selection[position]
             named = unnamed.get(id(series.labels))
             if named is not None and named[0] is series.labels:
                 out.append((named[1], result))
@@ -1622,14 +1645,15 @@ class PromQLEngine:
 
     def _selector_rates(
         self, matrix: Any, ctx: _Context, is_counter: bool, is_rate: bool
-    ) -> tuple[list[Series], list[float]]:
-        """The series of a range selector that have a rate (increase, delta) and those rates,
-        in selection order."""
+    ) -> tuple[list[Series], list[int], list[float]]:
+        """The series a range selector selects, the positions among them of those that have a
+        rate (increase, delta), and those rates, in selection order."""
         selector = matrix.vector_selector
         ref = self._reference_time(selector, ctx)
         seconds = matrix.range.total_seconds()
         start = ref - seconds
-        picked: list[Series] = []
+        selection = self._select(selector, ctx)
+        picked: list[int] = []
         results: list[float] = []
         # Series written in the same scrapes may share one timestamps list (a store's choice):
         # their window bounds, and the extrapolation they share, are found once.
@@ -1638,7 +1662,7 @@ class PromQLEngine:
         spread = False
         to_start = threshold = factor = 0.0
         scanned = self._scanned
-        for series in self._select(selector, ctx):
+        for position, series in enumerate(selection):
             ts = series.timestamps
             if ts is not shared:
                 shared = ts
@@ -1705,7 +1729,7 @@ class PromQLEngine:
                         result = change * factor
                 else:
                     result = change * factor
-                picked.append(series)
+                picked.append(position)
                 results.append(result)
                 continue
             values = series.values[lo:hi]
@@ -1718,11 +1742,11 @@ class PromQLEngine:
                 values = [values[j] for j in kept]
             else:
                 first_t, last_t = ts[lo], ts[hi - 1]
-            picked.append(series)
+            picked.append(position)
             results.append(
                 _extrapolate(first_t, last_t, values, start, ref, seconds, is_counter, is_rate)
             )
-        return picked, results
+        return selection, picked, results
 
     def _relabel(self, name: str, args: list[Any], ctx: _Context) -> _Vector:
         vector = self._vector_arg(args[0], ctx, f"the first argument of {name}")

@@ -1000,4 +1000,4 @@ def test_aggregations_of_rates_equal_aggregating_the_rate_vector(
                 a == b or (math.isnan(a) and math.isnan(b))
                 for (_, a), (_, b) in zip(got, want, strict=True)
             )
-    assert engine._members, "the aggregations were computed straight from the rates"
+    assert engine._plans, "the aggregations were computed straight from the rates"
