@@ -318,6 +318,18 @@ class Scraper:
     _pending_client: dict[tuple[tuple[str, str], ...], float] = field(default_factory=dict)
     """Client-span call increments counted since the last export, by series key."""
     _pending_run: tuple[str, int] | None = None
+    _uncounted: (
+        tuple[
+            float,
+            TrafficState,
+            tuple[tuple[tuple[str, str], ...], int],
+            dict[str, list[Obj]],
+        ]
+        | None
+    ) = None
+    """Recorded intervals whose spans are not counted yet: their length, their traffic (one
+    the same for all of them), the collector (scrape labels, restarts) that received them and
+    the pods that served them."""
     """The collector (instance, restarts) whose memory holds the pending counts."""
     _span_label_cache: dict[
         tuple[tuple[str, str], ...], dict[tuple[object, ...], tuple[tuple[str, str], ...]]
@@ -389,8 +401,30 @@ class Scraper:
         """
         self.history.append((t, traffic))
         collector = self._collector_target()
+        uncounted = self._uncounted
+        if uncounted is not None and (
+            collector is None
+            or not uncounted[1].same_as(traffic)
+            or uncounted[2] != (collector, self._collector_restarts)
+        ):
+            self._count_uncounted()
+            uncounted = None
         if collector is not None:
-            self._count_spans(dt, traffic, collector)
+            if uncounted is None:
+                # Intervals with the same traffic (and so the same pods serving it) are
+                # counted together, one draw of the spans over their whole length, when they
+                # end or at the next scrape.
+                serving = self._serving_pods(
+                    {k[0] for k in traffic.ops} | {k[0] for k in traffic.edges}
+                )
+                self._uncounted = (
+                    dt,
+                    traffic,
+                    (collector, self._collector_restarts),
+                    serving,
+                )
+            else:
+                self._uncounted = (uncounted[0] + dt, *uncounted[1:])
         if telemetry_on:
             self._write_logs(t, dt, traffic)
 
@@ -402,6 +436,7 @@ class Scraper:
         Args:
             t: Scrape time (epoch seconds), the end of the last recorded interval.
         """
+        self._count_uncounted()
         collector = self._collector_target()
         if collector is not None:
             self._write_spans(t, collector)
@@ -455,12 +490,25 @@ class Scraper:
                 pods.append(p)
         return out
 
+    def _count_uncounted(self) -> None:
+        """Count the spans of the intervals recorded but not counted yet."""
+        uncounted = self._uncounted
+        if uncounted is not None:
+            self._uncounted = None
+            dt, traffic, (target, restarts), serving = uncounted
+            self._count_spans(dt, traffic, target, restarts, serving)
+
     def _count_spans(
-        self, dt: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]
+        self,
+        dt: float,
+        traffic: TrafficState,
+        target: tuple[tuple[str, str], ...],
+        restarts: int,
+        serving: dict[str, list[Obj]],
     ) -> None:
-        """Add an interval's spans to the counts the collector holds for its next export."""
-        serving = self._serving_pods({k[0] for k in traffic.ops} | {k[0] for k in traffic.edges})
-        run = (dict(target)["instance"], self._collector_restarts)
+        """Add an interval's spans to the counts the collector (its scrape labels and restart
+        count) holds for its next export, from the pods that served them."""
+        run = (dict(target)["instance"], restarts)
         if self._pending_run != run:
             # Counts held by a collector that has since restarted or been replaced are gone.
             self._pending_server, self._pending_client = {}, {}

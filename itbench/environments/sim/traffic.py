@@ -146,6 +146,13 @@ class TrafficState:
     load_rps: float
     kafka_visible: bool = True
     """Whether the collector's kafkametrics receiver reaches Kafka (the lag series exist)."""
+    inputs: tuple[object, ...] | None = None
+    """What the interval's traffic was computed from (equal inputs, equal traffic); None when
+    not known."""
+
+    def same_as(self, other: TrafficState) -> bool:
+        """Whether another interval's traffic is this one's (the same inputs)."""
+        return other is self or (self.inputs is not None and self.inputs == other.inputs)
 
 
 @dataclass
@@ -412,6 +419,7 @@ class TrafficModel:
             flags=flags,
             load_rps=load_rps if load_ready else 0.0,
             kafka_visible=bool(ready.get("otel-collector")) and scrape.fail < 1.0,
+            inputs=inputs,
         )
         self._last = (inputs, state)
         return state
