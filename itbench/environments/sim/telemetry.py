@@ -1078,8 +1078,11 @@ def _span_labels(
 
 def _sorted(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """Labels in store order: `__name__` first, then by name."""
-    head = tuple(kv for kv in labels if kv[0] == "__name__")
-    return head + tuple(sorted(kv for kv in labels if kv[0] != "__name__"))
+    rest = [kv for kv in labels if kv[0] != "__name__"]
+    rest.sort()
+    if len(rest) == len(labels) - 1 and labels[0][0] == "__name__":
+        return (labels[0], *rest)
+    return (*[kv for kv in labels if kv[0] == "__name__"], *rest)
 
 
 def _count_before(values: list[float], restarted: bool) -> float:
