@@ -709,6 +709,66 @@ _ELEMENTWISE: dict[str, Callable[[float], float]] = {
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
+_TIMELESS_FUNCTIONS = frozenset(
+    {
+        *_ELEMENTWISE,
+        "round",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "label_replace",
+        "label_join",
+        "histogram_quantile",
+        "absent",
+        "scalar",
+        "vector",
+        "sort",
+        "sort_desc",
+    }
+)
+"""Functions whose value at a time depends only on their arguments' values at that time."""
+
+
+@lru_cache(maxsize=1024)
+def _instant_names(expr: Any) -> tuple[str, ...] | None:
+    """The metric names an expression reads, when it reads nothing but the latest sample of
+    each series of those names (instant selectors without offset or @, literals, operators,
+    aggregations and functions of the current values); None for any other expression."""
+    names: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, pp.VectorSelector):
+            if node.offset is not None or node.at is not None:
+                return None
+            name = node.name
+            for matcher in node.matchers.matchers:
+                if matcher.name == NAME:
+                    if matcher.op != pp.MatchOp.Equal or (
+                        name is not None and name != matcher.value
+                    ):
+                        return None
+                    name = matcher.value
+            if name is None or node.matchers.or_matchers:
+                return None
+            names.add(name)
+        elif isinstance(node, pp.NumberLiteral | pp.StringLiteral):
+            continue
+        elif isinstance(node, pp.ParenExpr | pp.UnaryExpr):
+            stack.append(node.expr)
+        elif isinstance(node, pp.BinaryExpr):
+            stack.extend((node.lhs, node.rhs))
+        elif isinstance(node, pp.AggregateExpr):
+            stack.append(node.expr)
+            if node.param is not None:
+                stack.append(node.param)
+        elif isinstance(node, pp.Call) and node.func.name in _TIMELESS_FUNCTIONS:
+            stack.extend(node.args)
+        else:
+            return None
+    return tuple(sorted(names))
+
+
 _AGGREGATIONS = frozenset(
     {
         "count_values",
@@ -768,6 +828,8 @@ class PromQLEngine:
             tuple[int, tuple[str, ...]], tuple[Any, list[Series], list[int], list[Labels]]
         ] = {}
         self._groupings: dict[tuple[tuple[str, ...], Any], Labels] = {}
+        # Answers of instant-only queries (see `_instant_names`) by query: (time, samples).
+        self._answers: dict[str, tuple[float, list[tuple[Labels, float]]]] = {}
         # histogram_quantile's reading of an interned label set: (labels, upper bound or None,
         # labels without le and name, their key), by identity.
         self._buckets: dict[int, tuple[Labels, float | None, Labels, LabelKey]] = {}
@@ -833,15 +895,28 @@ class PromQLEngine:
             PromQLError: The query fails, or its result is a string or range vector.
         """
         expr = self._parse(query)
+        names = _instant_names(expr)
+        changed = getattr(self._store, "changed", None)
+        if names is not None and changed is not None:
+            # A query of instant selectors alone reads each series' latest value: when no
+            # series of its names changed since an evaluation at an earlier time, it answers
+            # what that evaluation answered.
+            last = self._answers.get(query)
+            if last is not None and last[0] <= t and not any(changed(n, last[0], t) for n in names):
+                return list(last[1])
         ctx = _Context(query, t, t, t)
         value = self._eval(expr, ctx)
         if isinstance(value, _Scalar):
-            return [({}, value.value)]
-        if not isinstance(value, _Vector):
+            samples: list[tuple[dict[str, str], float]] = [({}, value.value)]
+        elif not isinstance(value, _Vector):
             raise PromQLError(
                 f"query {query!r} returns a {self._type_name(value)}, not an instant vector"
             )
-        return self._finish_vector(value, expr, ctx)
+        else:
+            samples = self._finish_vector(value, expr, ctx)
+        if names is not None and changed is not None:
+            self._answers[query] = (t, list(samples))
+        return samples
 
     def range(self, query: str, start: float, end: float, step: float) -> dict[str, Any]:
         """Evaluate a range query, answering like Prometheus' ``/api/v1/query_range``.

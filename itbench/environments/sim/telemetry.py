@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -135,6 +136,16 @@ class SimSeries(Series):
     group: list[SimSeries] | None = None
     """Series always written together with this one, sharing one timestamps list (see
     `TelemetryStore.share_timestamps`); None when it has its own."""
+    changes: list[float]
+    """The times at which a series of this one's name got a value other than its last (or its
+    first, or a staleness marker): one list per name, shared (see `TelemetryStore.changed`)."""
+
+
+def _changed(series: SimSeries, t: float) -> None:
+    """Note that a series of this name changed at t."""
+    changes = series.changes
+    if not changes or changes[-1] != t:
+        changes.append(t)
 
 
 class TelemetryStore:
@@ -151,6 +162,7 @@ class TelemetryStore:
         self._by_name: dict[str, list[SimSeries]] = {}
         self._heads: list[SimSeries] | None = None
         """Every series without a group and the first of every group (None: to be rebuilt)."""
+        self._changes: dict[str, list[float]] = {}
 
     def __len__(self) -> int:
         """Number of series ever scraped."""
@@ -161,6 +173,7 @@ class TelemetryStore:
         series = self._index.get(key)
         if series is None:
             series = SimSeries(labels=dict(key), last_nan=-1, last_drop=-1)
+            series.changes = self._changes.setdefault(key[0][1], [])
             self._index[key] = series
             self._by_name.setdefault(key[0][1], []).append(series)
             self._heads = None
@@ -183,6 +196,17 @@ class TelemetryStore:
             s.group = group
         self._heads = None
         return True
+
+    def changed(self, name: str, after: float, until: float) -> bool:
+        """Whether a series of a name got a value other than its last (a first one, another
+        one or a staleness marker) at a time in (after, until]. Every scrape writes or ends every
+        series, so between such changes an instant selector of the name reads the same values.
+        """
+        changes = self._changes.get(name)
+        if not changes:
+            return False
+        i = bisect_right(changes, after)
+        return i < len(changes) and changes[i] <= until
 
     def has(self, key: tuple[tuple[str, str], ...]) -> bool:
         """Whether a series with exactly these labels was ever scraped."""
@@ -225,6 +249,7 @@ class TelemetryStore:
                         member.last_nan = len(member.values)
                         member.values.append(STALE_NAN)
                         member.stale = True
+                        _changed(member, t)
                 continue
             if ts[-1] == t:
                 series.stale = False
@@ -233,6 +258,7 @@ class TelemetryStore:
                 series.last_nan = len(series.values)
                 series.values.append(STALE_NAN)
                 series.stale = True
+                _changed(series, t)
 
 
 class LogBook:
@@ -359,10 +385,15 @@ class Scraper:
         s = self._series(key)
         if s.timestamps and s.timestamps[-1] == t:
             s.values[-1] += inc  # two writers of one series in a scrape: one sample, both counts
+            if inc:
+                _changed(s, t)
             return
         s.timestamps.append(t)
-        s.values.append(_count_before(s.values, restarted) + inc)
-        note_sample(s, len(s.values) - 1, s.values[-1])
+        value = _count_before(s.values, restarted) + inc
+        if not s.values or value != s.values[-1]:
+            _changed(s, t)
+        s.values.append(value)
+        note_sample(s, len(s.values) - 1, value)
 
     def _count(self, key: tuple[str, ...], expected: float) -> int:
         jitter = 1.0 + (self.rng.random() - 0.5) * 0.1
@@ -603,15 +634,21 @@ class Scraper:
                     values.append(last + inc)
                     if restarted:  # counts only ever fall when the collector restarted
                         note_sample(series, len(values) - 1, values[-1])
+                    if len(values) < 2 or values[-1] != values[-2]:
+                        _changed(series, t)
                 continue
             for series, inc in zip(handles, increments, strict=True):
                 values = series.values
                 if series.timestamps and series.timestamps[-1] == t:
                     values[-1] += inc
+                    if inc:
+                        _changed(series, t)
                     continue
                 series.timestamps.append(t)
                 values.append(_count_before(values, restarted) + inc)
                 note_sample(series, len(values) - 1, values[-1])
+                if len(values) < 2 or values[-1] != values[-2]:
+                    _changed(series, t)
         for key in self._client_keys.get(instance, ()):
             if key not in client:
                 client[key] = 0.0
@@ -1103,15 +1140,22 @@ def _count_before(values: list[float], restarted: bool) -> float:
 def _put(s: SimSeries, t: float, value: float) -> None:
     values = s.values
     if s.timestamps and s.timestamps[-1] == t:
+        if value != values[-1]:
+            _changed(s, t)
         values[-1] = value  # one sample per series and scrape, as Prometheus keeps it
         note_sample(s, len(values) - 1, value)
         return
     s.timestamps.append(t)
-    # The irregularity marks (`note_sample`), inlined: this runs for most samples.
-    if value != value:
-        s.last_nan = len(values)
-    elif values and value < values[-1]:
-        s.last_drop = len(values)
+    # The irregularity marks (`note_sample`) and the name's changes, inlined: this runs for
+    # most samples.
+    if not values or value != values[-1]:
+        changes = s.changes
+        if not changes or changes[-1] != t:
+            changes.append(t)
+        if value != value:
+            s.last_nan = len(values)
+        elif values and value < values[-1]:
+            s.last_drop = len(values)
     values.append(value)
 
 

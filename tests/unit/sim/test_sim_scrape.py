@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from itbench.core.alert_rules import alert_rules
 from itbench.core.faults import get_fault
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
 from itbench.environments.sim.environment import DEFAULT_START, SCRAPE_SECONDS
+from itbench.environments.sim.promql import PromQLEngine
 from itbench.environments.sim.traffic import Latency
 
 
@@ -174,3 +176,53 @@ def test_a_restarted_containers_cgroup_counts_from_its_start_and_the_exited_one_
         if s.labels.get("container") == "email"
     }
     assert memory[old.labels["id"]] == 0.0 and memory[new.labels["id"]] > 0
+
+
+def test_instant_queries_answered_again_equal_a_fresh_evaluation() -> None:
+    # The engine answers an instant-selector query again when no series of its names changed
+    # since it last evaluated it; an engine that evaluates every time must agree, through
+    # rollouts, restarts, scaling and staleness.
+    env = SimEnvironment(seed=9)
+    env.provision()
+    queries = [r.expr for r in alert_rules(env.namespace)] + [
+        'sum by (deployment) (kube_deployment_status_replicas_ready{namespace="otel-demo"})',
+        'count(kube_pod_info{namespace="otel-demo"})',
+        'max by (container) (container_memory_working_set_bytes{container!=""})',
+    ]
+    reused = 0
+    for minute in range(40):
+        if minute == 5:
+            assert env.inject(
+                "limit",
+                get_fault("kubernetes.memory-limit").changes(
+                    {"workload": "ad", "memory": "16Mi"}, env.namespace
+                ),
+            )
+        if minute == 20:
+            result = env.act(
+                AgentAction(verb=ActionVerb.SCALE, kind="deployment", name="cart", replicas=0)
+            )
+            assert result.ok, result.message
+        env.advance(30 if minute % 3 else 15)
+        t = env.now().timestamp()
+        fresh = PromQLEngine(env.series_store)
+        for query in queries:
+            answered = env._engine.instant_vector(query, t)
+            assert answered == fresh.instant_vector(query, t), (query, minute)
+        reused += len(env._engine._answers)
+    assert reused, "some answers were kept for answering again"
+
+
+def test_the_store_knows_when_a_name_changed() -> None:
+    env = SimEnvironment(seed=9)
+    env.provision()
+    store = env.series_store
+    t = env.now().timestamp()
+    assert store.changed("kube_pod_info", t - 60, t)  # the first samples of the shop
+    env.advance(120)
+    later = env.now().timestamp()
+    assert not store.changed("kube_deployment_spec_replicas", t, later)
+    env.act(AgentAction(verb=ActionVerb.SCALE, kind="deployment", name="ad", replicas=2))
+    env.advance(SCRAPE_SECONDS)
+    assert store.changed("kube_deployment_spec_replicas", later, env.now().timestamp())
+    assert not store.changed("no_such_metric", 0, env.now().timestamp())
