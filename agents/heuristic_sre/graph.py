@@ -114,7 +114,10 @@ def find_origins(sig: Signals, graph: Graph, workloads: set[str]) -> Origins:
         if not below:
             out.own.add(s)
         for c in sorted(below):
-            if c != s and sig.failing(c):
+            # A callee whose own calls fail is on the way down even when its errors, diluted
+            # by the requests it still serves (or read just after the onset), stay under the
+            # threshold.
+            if c != s and (sig.failing(c) or calls.get(c)):
                 queue.append(c)
             else:
                 out.edges[(s, c)] = [

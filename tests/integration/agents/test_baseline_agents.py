@@ -101,18 +101,13 @@ SRE_MITIGABLE = [s for s in SRE_FAULTY if mitigation_applies(s)]
 CONTROLS = [s for s in SCENARIOS if s.spec.control]
 
 # Measured on this harness (seed 7, the lived-in pinned shop, no decoys): heuristic-sre
-# localized 70 of the 75 SRE scenarios and cleared the expected alerts of 47 of the 48 fault
-# scenarios whose cause an agent can reach. It misses checkout-payment-network-loss,
-# checkout-shipping-partition (both telemetry variants) and
-# product-catalog-and-recommendation-cache-failure, where it names a service the partition's
-# errors reach first, and valkey-cart-delay-under-stress, where it names cart, a victim. These
-# sit close to its decision margins: since the twin scrapes every 30 s and counts the spans of
-# like intervals together, the same seed draws other counts (73 of 75 were localized before;
-# over three trials of every scenario on the embedded runner it localizes 194 of 228 diagnoses,
-# against 197 before). It does not clear checkout-quota-under-flood, where it switches the
-# flood off but leaves the quota that refuses checkout's pods. The bars sit at the measured
-# figures.
-LOCALIZED_AT_LEAST = (70, 75)
+# localized 73 of the 75 SRE scenarios and cleared the expected alerts of 47 of the 48 fault
+# scenarios whose cause an agent can reach. It misses product-catalog-and-recommendation-cache-
+# failure, where it names a service the failing calls reach first, and
+# valkey-cart-delay-under-stress, where it names cart, a victim. It does not clear
+# checkout-quota-under-flood, where it switches the flood off but leaves the quota that refuses
+# checkout's pods. The bars sit at the measured figures.
+LOCALIZED_AT_LEAST = (73, 75)
 CLEARED_AT_LEAST = (47, 48)
 
 
