@@ -968,8 +968,10 @@ _EVENT_SOURCE = {
 
 
 @lru_cache(maxsize=4096)
+@lru_cache(maxsize=8192)
 def rfc3339(t: float) -> str:
-    """RFC 3339 text (second precision, UTC) of an epoch time."""
+    """RFC 3339 text (second precision, UTC) of an epoch time (remembered: the controllers
+    write the same few times over and over)."""
     return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
