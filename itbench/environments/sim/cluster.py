@@ -80,7 +80,7 @@ class Cluster:
     """Increments on every object change; lets readers cache derived state."""
     _event_writes: int = 0
     """Increments on every Event written or repeated."""
-    _settled: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    _settled: dict[str, tuple[object, ...] | None] = field(default_factory=dict)
     """Per group of controllers (see `reconcile`), the inputs of its last pass when that pass
     changed nothing."""
 
@@ -230,53 +230,44 @@ class Cluster:
         # The workload controllers and the status writers read only the objects and which
         # pods are ready, never the clock: a pass over the inputs of a pass that changed
         # nothing would change nothing again, and is skipped.
-        if self._unsettled("workloads"):
+        inputs = self._unsettled("workloads")
+        if inputs is not None:
             for d in self.of_kind("Deployment"):
                 self._rollout(d)
             for rs in self.of_kind("ReplicaSet"):
                 self._replicate(rs)
             for ds in self.of_kind("DaemonSet"):
                 self._daemon(ds)
-            self._settle("workloads")
+            self._settle("workloads", inputs)
         self._claims()
         self.chaos.reconcile()
         for pod in sorted(self.of_kind("Pod"), key=_priority_order):
             self._kubelet(pod, demand.get(pod["metadata"]["name"], PodDemand()), dt)
-        if self._unsettled("statuses"):
+        inputs = self._unsettled("statuses")
+        if inputs is not None:
             for d in self.of_kind("Deployment"):
                 self._deployment_status(d)
             for rs in self.of_kind("ReplicaSet"):
                 self._replicaset_status(rs)
             self._quotas()
-            self._settle("statuses")
+            self._settle("statuses", inputs)
         self._endpoints()
 
+    def _ready_pod_names(self) -> tuple[str, ...]:
+        return tuple(p["metadata"]["name"] for p in self.of_kind("Pod") if self._ready(p))
+
     def _controller_inputs(self) -> tuple[object, ...]:
-        return (
-            self.generation,
-            self._event_writes,
-            tuple(p["metadata"]["name"] for p in self.of_kind("Pod") if self._ready(p)),
-        )
+        return (self.generation, self._event_writes, self._ready_pod_names())
 
-    def _unsettled(self, group: str) -> bool:
-        """Whether a group of controllers must run: its inputs changed since a pass of it that
-        changed nothing (and remembers the inputs it runs on)."""
+    def _unsettled(self, group: str) -> tuple[object, ...] | None:
+        """The inputs a group of controllers must run on, or None when a pass of it over the
+        same inputs changed nothing."""
         inputs = self._controller_inputs()
-        if self._settled.get(group) == inputs:
-            return False
-        self._settled[group] = ("running", inputs)
-        return True
+        return None if self._settled.get(group) == inputs else inputs
 
-    def _settle(self, group: str) -> None:
-        """After a pass of a group: remember its inputs when it changed nothing."""
-        marker = self._settled.get(group)
-        assert marker is not None and marker[0] == "running"
-        before = marker[1]
-        after = self._controller_inputs()
-        if after == before:
-            self._settled[group] = before
-        else:
-            self._settled.pop(group, None)
+    def _settle(self, group: str, before: tuple[object, ...]) -> None:
+        """After a pass of a group over `before`: remember them when it changed nothing."""
+        self._settled[group] = before if self._controller_inputs() == before else None
 
     def deployment_hash(self, d: Obj) -> str:
         """The pod-template-hash of a Deployment's current template (cached per version)."""
@@ -850,10 +841,7 @@ class Cluster:
 
     def _endpoints(self) -> None:
         pods = self.of_kind("Pod")
-        signature = (
-            self.generation,
-            tuple(p["metadata"]["name"] for p in pods if self._ready(p)),
-        )
+        signature = (self.generation, self._ready_pod_names())
         if signature == self._endpoint_signature:
             return
         for svc in self.of_kind("Service"):
@@ -891,10 +879,7 @@ class Cluster:
         for name in list(self.objects.get("Endpoints", {})):
             if self.get("Service", name) is None:
                 self.delete("Endpoints", name)
-        self._endpoint_signature = (
-            self.generation,
-            tuple(p["metadata"]["name"] for p in self.of_kind("Pod") if self._ready(p)),
-        )
+        self._endpoint_signature = (self.generation, self._ready_pod_names())
 
     # ---- autoscaling ------------------------------------------------------------------------
     def _autoscale(self, demand: dict[str, PodDemand]) -> None:

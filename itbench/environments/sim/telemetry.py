@@ -344,6 +344,7 @@ class Scraper:
     _pending_client: dict[tuple[tuple[str, str], ...], float] = field(default_factory=dict)
     """Client-span call increments counted since the last export, by series key."""
     _pending_run: tuple[str, int] | None = None
+    """The collector (instance, restarts) whose memory holds the pending counts."""
     _uncounted: (
         tuple[
             float,
@@ -353,10 +354,9 @@ class Scraper:
         ]
         | None
     ) = None
-    """Recorded intervals whose spans are not counted yet: their length, their traffic (one
-    the same for all of them), the collector (scrape labels, restarts) that received them and
+    """Recorded intervals whose spans are not counted yet: their total length, their traffic
+    (the same for all of them), the collector (scrape labels, restarts) that received them and
     the pods that served them."""
-    """The collector (instance, restarts) whose memory holds the pending counts."""
     _span_label_cache: dict[
         tuple[tuple[str, str], ...], dict[tuple[object, ...], tuple[tuple[str, str], ...]]
     ] = field(default_factory=dict)

@@ -103,8 +103,8 @@ def test_skipped_controller_passes_and_repeated_intervals_change_nothing(
         return env.telemetry_digest(), run_history(env), objects, repr(env.events())
 
     shortcut = everything(21)
-    monkeypatch.setattr(Cluster, "_unsettled", lambda self, group: True)
-    monkeypatch.setattr(Cluster, "_settle", lambda self, group: None)
+    monkeypatch.setattr(Cluster, "_unsettled", lambda self, group: self._controller_inputs())
+    monkeypatch.setattr(Cluster, "_settle", lambda self, group, before: None)
     real_step = TrafficModel.step
 
     def fresh(self: TrafficModel, dt: float) -> TrafficState:
