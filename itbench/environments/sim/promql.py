@@ -518,6 +518,8 @@ def _instant_delta(series: _RangeSeries, is_rate: bool) -> float | None:
     return value / gap if is_rate else value
 
 
+_MAX_PLANS = 512
+"""The most group plans (see `PromQLEngine._aggregate_rates`) an engine keeps."""
 _FUSED_AGGREGATIONS = frozenset({"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar"})
 """Aggregations without a parameter, which `_aggregate_rates` may compute from the rates."""
 
@@ -1562,6 +1564,8 @@ class PromQLEngine:
                     groupings.append(grouping)
                 of_series.append(index)
             plan = (selector, selection, of_series, groupings)
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()  # an agent's endless distinct queries keep no memory
             self._plans[(id(selector), order)] = plan
         of_series, groupings = plan[2], plan[3]
         members: list[list[float]] = [[] for _ in groupings]

@@ -1001,3 +1001,13 @@ def test_aggregations_of_rates_equal_aggregating_the_rate_vector(
                 for (_, a), (_, b) in zip(got, want, strict=True)
             )
     assert engine._plans, "the aggregations were computed straight from the rates"
+
+
+def test_endless_distinct_aggregations_keep_a_bounded_plan_table() -> None:
+    engine = PromQLEngine(_irregular_store(0))
+    for i in range(1500):
+        query = f'sum by (job) (rate(reqs_total{{pod!="p{i}"}}[2m]))'
+        assert engine.instant_vector(query, 900) == engine.instant_vector(
+            f'sum by (job) (rate(reqs_total{{pod!="p{i}"}}[2m]) * 1)', 900
+        )
+    assert 0 < len(engine._plans) <= 512
