@@ -218,7 +218,7 @@ def serve_command(
     local = "127.0.0.1" if bind_host in ("0.0.0.0", "::", "") else bind_host
 
     def served_url() -> str:
-        # The trial becomes ready while the server starts; the command waits for the socket.
+        # The trial may become ready before the server listens: wait for the socket.
         waited = 0.0
         while not server.started and waited < 30.0:
             time.sleep(0.05)
@@ -226,6 +226,7 @@ def serve_command(
         return f"http://{local}:{bind_port}"
 
     def on_ready(trial_id: str, token: str) -> None:
+        served_url()  # the token is announced once the gateway answers
         console.print(f"gateway: http://{bind_host}:{bind_port}/v1  (OpenAPI: /docs)")
         console.print(f"trial:   {trial_id}")
         console.print(f"token:   {token}")
