@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import math
 import random
 from datetime import UTC, datetime
@@ -126,6 +127,7 @@ class SimEnvironment:
         self._provisioned_at: float | None = None
         self._injections: dict[str, list[tuple[ObjectChange, Obj | None, str | None]]] = {}
         self._order: list[str] = []
+        self._state_copies: dict[str, tuple[bytes, dict[str, Any]]] = {}
 
     @classmethod
     def for_scenario(
@@ -241,10 +243,31 @@ class SimEnvironment:
             cpu_usage_cores=round(usage, 6),
             cost_per_hour=round(request_cost_per_hour(cpu_req, mem_req), 6),
             flags=self._traffic.configured_flags(),
-            objects=clone(
-                object_states(o for kind in STATE_KINDS for o in self._cluster.of_kind(kind))
-            ),
+            objects=self._state_copy(),
         )
+
+    def _state_copy(self) -> dict[str, dict[str, Any]]:
+        """The desired states of the objects a snapshot records, as copies the cluster cannot
+        change later. An object whose state serialises to the same bytes as in the previous
+        snapshot keeps that snapshot's copy (snapshots are read, never written), so only the
+        states that changed in between are copied again."""
+        states = object_states(o for kind in STATE_KINDS for o in self._cluster.of_kind(kind))
+        previous = self._state_copies
+        kept: dict[str, tuple[bytes, dict[str, Any]]] = {}
+        out: dict[str, dict[str, Any]] = {}
+        for ref, state in states.items():
+            try:
+                data = marshal.dumps(state)
+            except ValueError:  # not plain data: copied every time
+                out[ref] = clone(state)
+                continue
+            entry = previous.get(ref)
+            if entry is None or entry[0] != data:
+                entry = (data, marshal.loads(data))
+            kept[ref] = entry
+            out[ref] = entry[1]
+        self._state_copies = kept
+        return out
 
     def _fingerprint(self) -> str:
         rules = self._cluster.of_kind("PrometheusRule")

@@ -246,3 +246,25 @@ def test_deleting_the_namespace_removes_the_shop(env: SimEnvironment) -> None:
     assert env.get_objects("Deployment") == []
     assert env.get_objects("Pod") == []
     assert env.snapshot().frontend_requests_per_second == 0
+
+
+def test_snapshots_keep_what_the_objects_were_and_copy_only_what_changed(
+    env: SimEnvironment,
+) -> None:
+    first = env.snapshot()
+    env.advance(60)
+    second = env.snapshot()
+    # Nothing changed cart or the flags: the second snapshot holds the first one's copies.
+    for ref, part in (("Deployment/cart", "spec"), ("ConfigMap/flagd-config", "data")):
+        assert second.objects[ref] == first.objects[ref]
+        assert second.objects[ref][part] is first.objects[ref][part]
+    do(env, ActionVerb.PATCH, "deploy", "cart", patch={"spec": {"replicas": 2}})
+    third = env.snapshot()
+    assert third.objects["Deployment/cart"]["spec"]["replicas"] == 2
+    assert third.objects["Deployment/cart"]["spec"] is not second.objects["Deployment/cart"]["spec"]
+    # The earlier snapshots still show the object as it was, and none is the live object.
+    assert second.objects["Deployment/cart"]["spec"]["replicas"] == 1
+    live = env.get_objects("Deployment", "cart", copy=False)[0]
+    assert third.objects["Deployment/cart"]["spec"] is not live["spec"]
+    live["spec"]["replicas"] = 3
+    assert third.objects["Deployment/cart"]["spec"]["replicas"] == 2
