@@ -202,11 +202,11 @@ class SimEnvironment:
     def snapshot(self) -> EnvironmentSnapshot:
         """Workload health, firing alerts, alert-rule fingerprint, footprint and flags now."""
         self._require()
-        traffic = self._last
+        loads = _service_loads(self._last)
         workloads = []
         for d in self._cluster.of_kind("Deployment"):
             name = d["metadata"]["name"]
-            rps, err = _service_load(traffic, name)
+            rps, err = loads.get(name, (0.0, 0.0))
             workloads.append(
                 WorkloadHealth(
                     kind="Deployment",
@@ -231,7 +231,7 @@ class SimEnvironment:
                 limit = (resources.get("limits") or {}).get("cpu")
                 used = self._demand[name].cpu_cores
                 usage += min(used, _quantity(limit, parse_cpu)) if limit is not None else used
-        frontend, _ = _service_load(traffic, "frontend")
+        frontend, _ = loads.get("frontend", (0.0, 0.0))
         return EnvironmentSnapshot(
             time=self.now(),
             workloads=workloads,
@@ -541,17 +541,22 @@ class SimEnvironment:
         return h.hexdigest()
 
 
-def _service_load(traffic: TrafficState | None, service: str) -> tuple[float, float]:
+def _service_loads(traffic: TrafficState | None) -> dict[str, tuple[float, float]]:
+    """Each service's requests per second and error ratio over its operations (rounded)."""
     if traffic is None:
-        return 0.0, 0.0
-    rate = 0.0
-    errors = 0.0
+        return {}
+    sums: dict[str, list[float]] = {}
     for (svc, _), stats in traffic.ops.items():
-        if svc == service:
-            rate += stats.rate
-            errors += stats.rate * stats.error
-    ratio = errors / rate if rate > 0 else 0.0
-    return round(rate, 6), round(min(max(ratio, 0.0), 1.0), 6)
+        acc = sums.get(svc)
+        if acc is None:
+            acc = sums[svc] = [0.0, 0.0]
+        acc[0] += stats.rate
+        acc[1] += stats.rate * stats.error
+    out: dict[str, tuple[float, float]] = {}
+    for svc, (rate, errors) in sums.items():
+        ratio = errors / rate if rate > 0 else 0.0
+        out[svc] = (round(rate, 6), round(min(max(ratio, 0.0), 1.0), 6))
+    return out
 
 
 def _quantity(raw: object, parse: Any) -> float:
