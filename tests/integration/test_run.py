@@ -897,3 +897,21 @@ def test_an_agents_calls_wait_for_the_runner_on_a_virtual_clock() -> None:
     assert done.wait(60)
     caller.join(60)
     client.close()
+
+
+def test_each_trial_of_a_run_leaves_no_garbage_behind() -> None:
+    import gc
+
+    from itbench.execution.benchmark import run_trials
+
+    plans = plan_trials("garbage", [cart_scenario()], [BuiltinAgent.NULL], trials=2, seed=3)
+    left: list[int] = []
+
+    def count(plan: TrialPlan, status: TrialStatus) -> None:
+        left.append(gc.collect())
+
+    statuses = run_trials(plans, store=None, workers=1, on_done=count)
+    assert all(s.phase.final for s in statuses.values())
+    # The collector runs seldom while a trial runs and once when it ends: what a finished trial
+    # left in reference cycles (thousands of objects) is freed before the next trial starts.
+    assert max(left) < 100, left
