@@ -980,6 +980,8 @@ def test_rates_from_tracked_series_equal_those_the_engine_scans_itself(seed: int
         "stddev by (job)",
         "stdvar",
         "group by (job)",
+        "sum by (__name__)",
+        "count by (__name__, job)",
     ],
 )
 def test_aggregations_of_rates_equal_aggregating_the_rate_vector(
