@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.harness import Figure
 from itbench.catalog_files import load_catalog
 from itbench.cli.serve import practice_trial
-from itbench.core.runner import new_status
+from itbench.core.runner.machine import new_status
 from itbench.execution.agents import from_command
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import drive_trial

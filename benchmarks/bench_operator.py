@@ -97,7 +97,7 @@ async def _measure(url: str, workdir: Path) -> list[Figure]:
     import kopf
     from kubernetes import config
 
-    from itbench.core.runner import RunnerConfig
+    from itbench.core.runner.context import RunnerConfig
     from itbench.operator.app import run_operator
     from itbench.operator.kubeapi import KubeApi
     from itbench.operator.runtime import OperatorConfig, OperatorRuntime

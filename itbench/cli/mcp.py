@@ -17,7 +17,7 @@ from itbench.cli.context import BadInput, pass_settings, warn
 from itbench.cli.scenarios import open_catalog, scenarios_dir_option
 from itbench.cli.serve import PracticeTrial, external_agent, practice_trial
 from itbench.core.models.trial import TrialStatus
-from itbench.core.runner import new_status
+from itbench.core.runner.machine import new_status
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import drive_trial
 from itbench.gateway.errors import UnauthenticatedError

@@ -19,7 +19,7 @@ from itbench.core.models.agent_record import AgentInfo, AgentRuntimeKind
 from itbench.core.models.benchmark_run import Timeouts
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialStatus
-from itbench.core.runner import new_status
+from itbench.core.runner.machine import new_status
 from itbench.environments.sim.twins import twin_for
 from itbench.execution.agents import AgentProblemError, from_command
 from itbench.execution.benchmark import EMBEDDED_CONFIG

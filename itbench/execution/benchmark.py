@@ -23,7 +23,8 @@ from typing import Any
 from itbench.core.models.agent_record import AgentInfo
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.trial import TimelineEntry, TrialPhase, TrialStatus
-from itbench.core.runner import Reason, RunnerConfig, new_status
+from itbench.core.runner.context import Reason, RunnerConfig
+from itbench.core.runner.machine import new_status
 from itbench.environments.sim.environment import DEFAULT_START
 from itbench.environments.sim.twins import twin_for
 from itbench.execution.agents import builtin

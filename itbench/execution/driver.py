@@ -11,16 +11,10 @@ import threading
 from collections.abc import Callable
 
 from itbench.core.models.trial import TrialPhase, TrialStatus
-from itbench.core.runner import (
-    DEFAULT_CONFIG,
-    Decision,
-    Reason,
-    RunnerConfig,
-    TrialContext,
-    TrialScorer,
-    abort,
-    step,
-)
+from itbench.core.runner.actions import Decision
+from itbench.core.runner.context import DEFAULT_CONFIG, Reason, RunnerConfig, TrialContext
+from itbench.core.runner.evaluation import TrialScorer
+from itbench.core.runner.machine import abort, step
 from itbench.environments.port import EnvironmentFailure
 from itbench.execution.executor import TrialExecutor
 

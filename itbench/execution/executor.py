@@ -13,30 +13,32 @@ from typing import Any
 
 from itbench.core.models.observations import AlertInterval
 from itbench.core.models.trial import TrialStatus
-from itbench.core.runner import (
-    DEFAULT_CONFIG,
-    PHASE_NEEDS,
+from itbench.core.runner.actions import (
     Action,
-    AgentProgress,
-    AgentProgressState,
     CloseSession,
     CollectSample,
     InjectFault,
     MarkForRebuild,
     MarkReady,
-    Observation,
-    ObservationNeeds,
     OpenSession,
     ProvisionEnvironment,
     RecordTopology,
     RemoveFault,
     ResetEnvironment,
-    RunnerConfig,
     TakeBaseline,
+)
+from itbench.core.runner.context import (
+    DEFAULT_CONFIG,
+    PHASE_NEEDS,
+    AgentProgress,
+    AgentProgressState,
+    Observation,
+    ObservationNeeds,
+    RunnerConfig,
     TrialContext,
-    sample_keys,
     topology_kinds,
 )
+from itbench.core.runner.machine import sample_keys
 from itbench.environments.port import Environment
 from itbench.execution.evidence import AgentRecord, EvidenceStore, TopologyRecord
 from itbench.gateway.sessions import SessionRegistry, TrialSession, UnknownTrialError

@@ -16,7 +16,7 @@ from itbench.core.models.base import ApiModel, LocalObjectReference, TelemetryTo
 from itbench.core.models.benchmark_run import Timeouts
 from itbench.core.models.scenario import ParameterValue, Scenario, Split
 from itbench.core.models.trial import TrialSpec
-from itbench.core.runner import TrialContext
+from itbench.core.runner.context import TrialContext
 from itbench.core.variants import instance_seed
 from itbench.execution.agents import builtin, from_registry
 

@@ -15,7 +15,7 @@ from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, Post
 from itbench.core.models.base import TelemetryToggles
 from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.scenario import Scenario
-from itbench.core.runner import AgentProgressState
+from itbench.core.runner.context import AgentProgressState
 from itbench.environments.port import Environment
 
 AgentState = AgentProgressState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from itbench.core.runner import TOPOLOGY_KINDS
+from itbench.core.runner.context import TOPOLOGY_KINDS
 from itbench.core.topology import build_topology, split_ref
 from itbench.environments.port import Environment
 from itbench.gateway.schemas import TopologyView

@@ -47,7 +47,7 @@ from itbench.core.faults import ObjectChange
 from itbench.core.models.benchmark_run import EnvironmentSpec, EnvironmentType
 from itbench.core.models.observations import EnvironmentSnapshot
 from itbench.core.models.trial import TrialPhase
-from itbench.core.runner import TrialContext
+from itbench.core.runner.context import TrialContext
 from itbench.environments.kube.environment import ClusterEnvironment
 from itbench.environments.port import EnvironmentFailure
 from itbench.execution.evidence import AgentRecord, EvidenceStore, TopologyRecord

@@ -19,7 +19,7 @@ from prometheus_client import (
 )
 
 from itbench.core.models.trial import TrialPhase, TrialScores, TrialStatus
-from itbench.core.runner import OUTCOMES
+from itbench.core.runner.context import OUTCOMES
 
 _FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _RATIO_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)

@@ -13,7 +13,7 @@ from typing import Any
 
 from itbench.core.models.benchmark_run import EnvironmentType
 from itbench.core.models.observations import EnvironmentSnapshot
-from itbench.core.runner import DEFAULT_CONFIG, RunnerConfig, TrialContext
+from itbench.core.runner.context import DEFAULT_CONFIG, RunnerConfig, TrialContext
 from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.evidence import AgentRecord, TopologyRecord
 from itbench.gateway.sessions import SessionRegistry

@@ -26,20 +26,9 @@ from itbench.core.models.agent_submission import AgentSubmission, BuiltinAgent
 from itbench.core.models.base import GROUP, VERSION, Condition
 from itbench.core.models.benchmark_run import EnvironmentType, Execution
 from itbench.core.models.trial import Trial, TrialPhase, TrialStatus
-from itbench.core.runner import (
-    OUTCOMES,
-    Action,
-    Decision,
-    InjectFault,
-    Owner,
-    Reason,
-    RemoveFault,
-    TrialContext,
-    abort,
-    new_status,
-    session_id_for,
-    step,
-)
+from itbench.core.runner.actions import Action, Decision, InjectFault, RemoveFault
+from itbench.core.runner.context import OUTCOMES, Owner, Reason, TrialContext, session_id_for
+from itbench.core.runner.machine import abort, new_status, step
 from itbench.core.variants import canonical_values, values_label
 from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.driver import threaded_agent

@@ -6,7 +6,7 @@ import hashlib
 
 from itbench.core.models.agent_submission import ImageRuntime
 from itbench.core.models.benchmark_run import EnvironmentSpec, EnvironmentType
-from itbench.core.runner import session_id_for
+from itbench.core.runner.context import session_id_for
 from itbench.operator.kubeapi import Json, owner_reference
 
 MAX_DNS_LABEL = 63

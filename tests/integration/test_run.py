@@ -31,7 +31,7 @@ from itbench.core.models.observations import (
 )
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialPhase, TrialStatus
-from itbench.core.runner import new_status
+from itbench.core.runner.machine import new_status
 from itbench.core.tasks import mitigation_applies
 from itbench.environments.port import Environment, EnvironmentFailure
 from itbench.execution.artefacts import RunStore
@@ -860,7 +860,7 @@ def test_an_agents_calls_wait_for_the_runner_on_a_virtual_clock() -> None:
     from itbench.catalog_files import load_catalog
     from itbench.cli.serve import practice_trial
     from itbench.core.models.base import TelemetryToggles
-    from itbench.core.runner import OpenSession
+    from itbench.core.runner.actions import OpenSession
 
     catalog, _ = load_catalog(Path(__file__).resolve().parents[2] / "scenarios")
     trial = practice_trial(

@@ -26,33 +26,30 @@ from itbench.core.models.trial import (
     TrialSpec,
     TrialStatus,
 )
-from itbench.core.runner import (
-    PHASE_NEEDS,
+from itbench.core.runner.actions import (
     Action,
-    AgentProgress,
-    AgentProgressState,
     CloseSession,
     CollectSample,
-    EvaluationInput,
     InjectFault,
     MarkForRebuild,
     MarkReady,
-    Observation,
     OpenSession,
     ProvisionEnvironment,
-    Reason,
     RemoveFault,
     ResetEnvironment,
-    RunnerConfig,
     TakeBaseline,
-    TrialContext,
-    abort,
-    baseline_differences,
-    new_status,
-    step,
-    trial_outcome,
-    unhealthy,
 )
+from itbench.core.runner.context import (
+    PHASE_NEEDS,
+    AgentProgress,
+    AgentProgressState,
+    Observation,
+    Reason,
+    RunnerConfig,
+    TrialContext,
+)
+from itbench.core.runner.evaluation import EvaluationInput, baseline_differences, unhealthy
+from itbench.core.runner.machine import abort, new_status, step, trial_outcome
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 UID = "uid-1"

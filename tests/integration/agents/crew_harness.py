@@ -27,7 +27,7 @@ from itbench.cli.serve import PracticeTrial, practice_trial
 from itbench.client import Domain, ITBenchClient
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialStatus
-from itbench.core.runner import new_status
+from itbench.core.runner.machine import new_status
 from itbench.execution.artefacts import read_steps
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import drive_trial

@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 from itbench.catalog_files import load_catalog
 from itbench.cli.serve import external_agent, practice_trial
 from itbench.core.models.trial import TrialStatus
-from itbench.core.runner import new_status
+from itbench.core.runner.machine import new_status
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import drive_trial
 from itbench.gateway.mcp import build_server

@@ -17,7 +17,7 @@ import kubernetes
 import yaml
 from loopback import LoopbackApi
 
-from itbench.core.runner import RunnerConfig
+from itbench.core.runner.context import RunnerConfig
 from itbench.environments.port import EnvironmentFailure
 from itbench.gateway.sessions import SessionRegistry
 from itbench.operator.app import run_operator

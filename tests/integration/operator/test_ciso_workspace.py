@@ -68,7 +68,7 @@ from itbench.core.models.compliance import (
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import TrialSpec
-from itbench.core.runner import RunnerConfig, TrialContext
+from itbench.core.runner.context import RunnerConfig, TrialContext
 from itbench.environments.port import EnvironmentFailure
 from itbench.gateway.operations.calls import Origin
 from itbench.gateway.operations.host import host_command, host_files, try_collection

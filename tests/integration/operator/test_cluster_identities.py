@@ -35,7 +35,7 @@ from itbench.ciso.cluster import COUNTERPART_PREFIX, Rest, evaluate_on
 from itbench.core.faults import get_fault
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.core.models.trial import TrialSpec
-from itbench.core.runner import TrialContext
+from itbench.core.runner.context import TrialContext
 from itbench.environments.kube.environment import ClusterEnvironment, account_kubeconfig
 from itbench.environments.port import EnvironmentFailure
 from itbench.environments.served.server import ServedCluster

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from itbench.catalog_files import load_catalog
 from itbench.core.models.benchmark_run import EnvironmentSpec
 from itbench.core.models.trial import TrialSpec
-from itbench.core.runner import TrialContext
+from itbench.core.runner.context import TrialContext
 from itbench.environments.port import EnvironmentFailure
 from itbench.environments.sim.environment import SimEnvironment
 from itbench.operator.clusters import (

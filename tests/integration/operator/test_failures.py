@@ -19,7 +19,7 @@ from operator_lab import (
 
 from agents import BUILTIN_AGENTS
 from itbench.client import ITBenchClient
-from itbench.core.runner import session_id_for
+from itbench.core.runner.context import session_id_for
 from itbench.operator.benchmark_runs import trial_name
 from itbench.operator.workloads import workload_name
 

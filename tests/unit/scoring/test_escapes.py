@@ -13,7 +13,7 @@ from itbench.core.inventory import STATE_KINDS, object_states
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.core.models.scenario import Scenario
 from itbench.core.models.trial import CollateralKind
-from itbench.core.runner import topology_kinds
+from itbench.core.runner.context import topology_kinds
 from itbench.core.scoring.collateral import (
     EnvironmentStates,
     cause_reasons,
