@@ -7,7 +7,7 @@ import functools
 import os
 
 from itbench.environments.sim.logql import LogQueryLimitError, check_logql_limits
-from itbench.environments.sim.promql import QueryLimitError, check_query_limits
+from itbench.environments.sim.promql.limits import QueryLimitError, check_query_limits
 from itbench.gateway.errors import BadInputError, FieldError, bounded, excerpt
 from itbench.gateway.sandbox import ParserSandbox
 

@@ -173,10 +173,10 @@ def test_a_200kb_query_is_quoted_only_as_an_excerpt_with_its_length(
 def test_series_and_samples_a_query_touches_are_bounded(
     sim_gateway: tuple[Gateway, TrialSession], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from itbench.environments.sim import promql
+    from itbench.environments.sim.promql import limits
 
     gw, session = sim_gateway
-    monkeypatch.setattr(promql, "DEFAULT_LIMITS", promql.QueryLimits(max_series=10))
+    monkeypatch.setattr(limits, "DEFAULT_LIMITS", limits.QueryLimits(max_series=10))
     response = gw.http.get(
         f"/v1/trials/{session.trial_id}/metrics/query",
         params={"query": 'count({__name__=~".+"})'},
@@ -184,7 +184,7 @@ def test_series_and_samples_a_query_touches_are_bounded(
     )
     assert response.status_code == 400
     assert response.json()["limit"] == "series"
-    monkeypatch.setattr(promql, "DEFAULT_LIMITS", promql.QueryLimits(max_samples=100))
+    monkeypatch.setattr(limits, "DEFAULT_LIMITS", limits.QueryLimits(max_samples=100))
     ranged = gw.http.get(
         f"/v1/trials/{session.trial_id}/metrics/query",
         params={"query": "sum(rate(traces_span_metrics_calls_total[10m]))"},
