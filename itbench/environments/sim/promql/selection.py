@@ -234,8 +234,11 @@ class _SeriesSelector:
             indexes: dict[Any, int] = {}
             groupings: list[Labels] = []
             of_series: list[int] = []
+            # Grouping by labels other than __name__ reads the same values with the name kept.
+            named = NAME not in order
             for series in selection:
-                key, grouping = self._group_of(self._without_name(series.labels)[0], order)
+                labels = series.labels if named else self._without_name(series.labels)[0]
+                key, grouping = self._group_of(labels, order)
                 index = indexes.get(key)
                 if index is None:
                     index = indexes[key] = len(groupings)
