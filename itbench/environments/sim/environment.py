@@ -56,7 +56,9 @@ from itbench.environments.sim.objects import (
     parse_memory,
 )
 from itbench.environments.sim.promql import PromQLEngine
-from itbench.environments.sim.telemetry import LogBook, Scraper, TelemetryStore
+from itbench.environments.sim.telemetry.logs import LogBook
+from itbench.environments.sim.telemetry.scraper import Scraper
+from itbench.environments.sim.telemetry.store import TelemetryStore
 from itbench.environments.sim.traffic import TrafficModel, TrafficState
 
 TICK_SECONDS = 15.0

@@ -61,7 +61,7 @@ from itbench.environments.sim.objects import (
     resolve_env,
 )
 from itbench.environments.sim.registry import DEMO_REPOSITORY, SINGLE_ARCH_IMAGES
-from itbench.environments.sim.telemetry import KSM_TARGET, KUBELET_TARGET
+from itbench.environments.sim.telemetry.cluster_metrics import KSM_TARGET, KUBELET_TARGET
 from itbench.stack import (
     STACK_DIR,
     chart_objects,

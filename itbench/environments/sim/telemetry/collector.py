@@ -1,0 +1,347 @@
+"""The collector's Prometheus exporter as the Scraper writes it: span metrics of the
+spanmetrics connector (counted per interval in the collector's memory, exported at each scrape)
+and the kafkametrics receiver's consumer lag."""
+
+from __future__ import annotations
+
+import math
+from operator import add
+
+from itbench.core.alert_rules import KAFKA_LAG_METRIC
+from itbench.core.shop import (
+    COLLECTOR,
+    KAFKA_CONSUMERS,
+    OPERATIONS,
+    ORDERS_TOPIC,
+    SERVICE_BY_NAME,
+)
+from itbench.environments.sim.objects import Obj, main_container
+from itbench.environments.sim.registry import image_program
+from itbench.environments.sim.series import note_sample
+from itbench.environments.sim.telemetry.cluster_metrics import _owner
+from itbench.environments.sim.telemetry.state import ScraperState
+from itbench.environments.sim.telemetry.store import SimSeries, _changed, _count_before, _sorted
+from itbench.environments.sim.telemetry.traces import SIGMA, client_span_name
+from itbench.environments.sim.traffic import Latency, TrafficState
+from itbench.stack import chart_pin
+
+BUCKETS_MS = (2, 4, 6, 8, 10, 50, 100, 200, 400, 800, 1000, 1400, 2000, 5000, 10000, 15000)
+"""The spanmetrics connector's default explicit histogram buckets, in milliseconds."""
+SPAN_SCOPE = (("otel_scope_name", "spanmetricsconnector"),)
+KAFKA_SCOPE = (
+    (
+        "otel_scope_name",
+        "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/kafkametricsreceiver",
+    ),
+    ("otel_scope_version", str(chart_pin("opentelemetry-collector")["appVersion"])),
+)
+SERVICE_NAMESPACE = "otel-demo"
+"""The chart's `resource.opentelemetry.io/service.namespace` pod annotation (service.namespace)."""
+_SERVER_SPANS: dict[tuple[str, str], tuple[tuple[str, tuple[str, str, str, str]], ...]] = {
+    (o.service, o.name): tuple(
+        (status, (o.service, o.exported, o.kind, status))
+        for status in ("STATUS_CODE_UNSET", "STATUS_CODE_ERROR")
+    )
+    for o in OPERATIONS
+    if o.service in SERVICE_BY_NAME and SERVICE_BY_NAME[o.service].instrumented
+}
+"""Per server operation of an instrumented service: each span series' status and (service,
+exported span name, kind, status), the ok series first."""
+
+
+class CollectorExporter(ScraperState):
+    """The Scraper's target that is the collector's Prometheus exporter (span metrics and
+    Kafka lag, only while the collector runs)."""
+
+    def _count(self, key: tuple[str, ...], expected: float) -> int:
+        jitter = 1.0 + (self.rng.random() - 0.5) * 0.1
+        value = expected * jitter + self._carry.get(key, 0.0)
+        n = int(value)
+        self._carry[key] = value - n
+        return n
+
+    def _cdf(self, lat: Latency) -> list[float]:
+        key = _cdf_key(lat)
+        cached = self._cdf_cache.get(key)
+        if cached is not None:
+            return cached
+        out = []
+        for le in BUCKETS_MS:
+            body = _lognormal_cdf(le, max(key[0], 0.01))
+            if key[1] > 0:
+                tail = _lognormal_cdf(le, max(key[2], 0.01))
+                out.append((1 - key[1]) * body + key[1] * tail)
+            else:
+                out.append(body)
+        if len(self._cdf_cache) < 100_000:
+            self._cdf_cache[key] = out
+        return out
+
+    def _collector_target(self) -> tuple[tuple[str, str], ...] | None:
+        """The scrape labels of the collector's Prometheus exporter (None while it is down)."""
+        c = self.cluster
+        for pod in c.of_kind("Pod"):
+            if _owner(pod).rsplit("-", 1)[0] == COLLECTOR and c.pod_ready(pod):
+                statuses = pod["status"].get("containerStatuses") or [{}]
+                self._collector_restarts = int(statuses[0].get("restartCount", 0))
+                return (
+                    ("container", "opentelemetry-collector"),
+                    ("endpoint", "metrics"),
+                    ("instance", f"{pod['status'].get('podIP', '')}:8888"),
+                    ("job", COLLECTOR),
+                    ("namespace", c.namespace),
+                    ("pod", str(pod["metadata"]["name"])),
+                    ("service", COLLECTOR),
+                )
+        return None
+
+    def _kafka(self, t: float, traffic: TrafficState, target: tuple[tuple[str, str], ...]) -> None:
+        for consumer in KAFKA_CONSUMERS:
+            lag = float(round(traffic.kafka_lag.get(consumer.group, 0.0)))
+            base = (*target, *KAFKA_SCOPE, ("group", consumer.group), ("topic", ORDERS_TOPIC))
+            self._set((("__name__", KAFKA_LAG_METRIC), *base), t, lag)
+            self._set(
+                (("__name__", "kafka_consumer_group_lag_ratio"), *base, ("partition", "0")), t, lag
+            )
+
+    def _serving_pods(self, services: set[str]) -> dict[str, list[Obj]]:
+        """Per service, its ready pods that run the service's own program (a pause image
+        exports no spans), by name."""
+        c = self.cluster
+        out: dict[str, list[Obj]] = {svc: [] for svc in services}
+        for p in c.of_kind("Pod"):
+            pods = out.get(_owner(p).rsplit("-", 1)[0])
+            if pods is None:
+                continue
+            svc = _owner(p).rsplit("-", 1)[0]
+            if (
+                c.pod_ready(p)
+                and image_program(str(main_container(p["spec"]).get("image", ""))) == svc
+            ):
+                pods.append(p)
+        return out
+
+    def _count_uncounted(self) -> None:
+        """Count the spans of the intervals recorded but not counted yet."""
+        uncounted = self._uncounted
+        if uncounted is not None:
+            self._uncounted = None
+            dt, traffic, (target, restarts), serving = uncounted
+            self._count_spans(dt, traffic, target, restarts, serving)
+
+    def _count_spans(
+        self,
+        dt: float,
+        traffic: TrafficState,
+        target: tuple[tuple[str, str], ...],
+        restarts: int,
+        serving: dict[str, list[Obj]],
+    ) -> None:
+        """Add an interval's spans to the counts the collector (its scrape labels and restart
+        count) holds for its next export, from the pods that served them."""
+        run = (dict(target)["instance"], restarts)
+        if self._pending_run != run:
+            # Counts held by a collector that has since restarted or been replaced are gone.
+            self._pending_server, self._pending_client = {}, {}
+            self._pending_run = run
+        server = self._pending_server
+        label_sets = self._span_label_cache.setdefault(target, {})
+        for (svc, name), stats in traffic.ops.items():
+            spans = _SERVER_SPANS.get((svc, name))
+            pods = serving.get(svc)
+            if spans is None or not pods:
+                continue
+            n = self._count(("srv", svc, name), stats.rate * dt)
+            errors = self._count(("err", svc, name), n * stats.error) if stats.error > 0 else 0
+            errors = min(errors, n)
+            for index, pod in enumerate(pods):
+                uid = str(pod["metadata"].get("uid", ""))
+                for (status, key), count in zip(
+                    spans,
+                    (_share(n - errors, len(pods), index), _share(errors, len(pods), index)),
+                    strict=True,
+                ):
+                    labels = label_sets.get((uid, key))
+                    if labels is None:
+                        labels = _span_labels(target, svc, uid, key[1], key[2], status)
+                        label_sets[(uid, key)] = labels
+                    if (
+                        not count
+                        and status == "STATUS_CODE_ERROR"
+                        and labels not in server
+                        and not self.store.has(
+                            (("__name__", "traces_span_metrics_calls_total"), *labels)
+                        )
+                    ):
+                        continue
+                    increments = self._increments_for(count, stats.latency)
+                    total = server.get(labels)
+                    server[labels] = (
+                        increments if total is None else list(map(add, total, increments))
+                    )
+        client = self._pending_client
+        for (caller, caller_op, callee, op_name), edge in traffic.edges.items():
+            spec = SERVICE_BY_NAME.get(caller)
+            pods = serving.get(caller) or []
+            if spec is None or not spec.instrumented or not edge.call.span or not pods:
+                continue
+            client_kind = (
+                "SPAN_KIND_PRODUCER" if edge.call.service == "kafka" else "SPAN_KIND_CLIENT"
+            )
+            span = client_span_name(caller, edge.call)
+            n = self._count(("cli", caller, caller_op, callee, op_name), edge.rate * dt)
+            errors = min(
+                n, self._count(("cer", caller, caller_op, callee, op_name), n * edge.error)
+            )
+            for index, pod in enumerate(pods):
+                uid = str(pod["metadata"].get("uid", ""))
+                ok_key = self._client_key(label_sets, target, caller, uid, span, client_kind, False)
+                client[ok_key] = client.get(ok_key, 0.0) + _share(n - errors, len(pods), index)
+                err_key = self._client_key(label_sets, target, caller, uid, span, client_kind, True)
+                err = _share(errors, len(pods), index)
+                if err or err_key in client or self.store.has(err_key):
+                    client[err_key] = client.get(err_key, 0.0) + err
+
+    def _write_spans(self, t: float, target: tuple[tuple[str, str], ...]) -> None:
+        """Write the collector exporter's span series at a scrape: every count so far."""
+        instance = dict(target)["instance"]
+        # The connector counts in the collector's memory: a restarted collector container
+        # starts every count at zero again (a counter reset).
+        restarted = self._exporter_runs.get(instance, self._collector_restarts) != (
+            self._collector_restarts
+        )
+        self._exporter_runs[instance] = self._collector_restarts
+        server: dict[tuple[tuple[str, str], ...], list[float]] = {}
+        client: dict[tuple[tuple[str, str], ...], float] = {}
+        if self._pending_run == (instance, self._collector_restarts):
+            server, client = self._pending_server, self._pending_client
+        self._pending_server, self._pending_client = {}, {}
+        # The connector keeps exporting every series it has seen (cumulative, no expiry), so a
+        # service that stops serving keeps constant series: their rate falls to zero.
+        for labels, exporter in list(self._span_instances.items()):
+            if exporter == instance and labels not in server:
+                server[labels] = [0.0] * (len(BUCKETS_MS) + 4)
+        for labels, increments in server.items():
+            handles = self._span_handles_for(labels)
+            ts = handles[0].timestamps
+            if handles[0].group is handles and not (ts and ts[-1] == t):
+                ts.append(t)  # shared by every series of the span
+                for series, inc in zip(handles, increments, strict=True):
+                    values = series.values
+                    last = values[-1] if values else 0.0
+                    if last != last or restarted:
+                        last = _count_before(values, restarted)
+                    values.append(last + inc)
+                    if restarted:  # counts only ever fall when the collector restarted
+                        note_sample(series, len(values) - 1, values[-1])
+                    if len(values) < 2 or values[-1] != values[-2]:
+                        _changed(series, t)
+                continue
+            for series, inc in zip(handles, increments, strict=True):
+                values = series.values
+                if series.timestamps and series.timestamps[-1] == t:
+                    values[-1] += inc
+                    if inc:
+                        _changed(series, t)
+                    continue
+                series.timestamps.append(t)
+                values.append(_count_before(values, restarted) + inc)
+                note_sample(series, len(values) - 1, values[-1])
+                if len(values) < 2 or values[-1] != values[-2]:
+                    _changed(series, t)
+        for key in self._client_keys.get(instance, ()):
+            if key not in client:
+                client[key] = 0.0
+        for series_key, inc in client.items():
+            self._add(series_key, t, inc, restarted)
+            self._client_keys.setdefault(instance, set()).add(series_key)
+
+    @staticmethod
+    def _client_key(
+        label_sets: dict[tuple[object, ...], tuple[tuple[str, str], ...]],
+        target: tuple[tuple[str, str], ...],
+        caller: str,
+        uid: str,
+        span: str,
+        kind: str,
+        error: bool,
+    ) -> tuple[tuple[str, str], ...]:
+        """The calls series of a client span of an emitting pod (remembered per target)."""
+        key = (uid, caller, span, kind, error)
+        labels = label_sets.get(key)
+        if labels is None:
+            status = "STATUS_CODE_ERROR" if error else "STATUS_CODE_UNSET"
+            labels = (
+                ("__name__", "traces_span_metrics_calls_total"),
+                *_span_labels(target, caller, uid, span, kind, status),
+            )
+            label_sets[key] = labels
+        return labels
+
+    def _span_handles_for(self, labels: tuple[tuple[str, str], ...]) -> list[SimSeries]:
+        handles = self._span_handles.get(labels)
+        if handles is None:
+            prefix = "traces_span_metrics_duration_milliseconds"
+            keys = [(("__name__", "traces_span_metrics_calls_total"), *labels)]
+            keys += [
+                (("__name__", f"{prefix}_bucket"), *labels, ("le", _le(le))) for le in BUCKETS_MS
+            ]
+            keys += [(("__name__", f"{prefix}_bucket"), *labels, ("le", "+Inf"))]
+            keys += [
+                (("__name__", f"{prefix}_count"), *labels),
+                (("__name__", f"{prefix}_sum"), *labels),
+            ]
+            handles = [self.store.handle(_sorted(k)) for k in keys]
+            self.store.share_timestamps(handles)
+            self._span_handles[labels] = handles
+            self._span_instances[labels] = dict(labels).get("instance")
+        return handles
+
+    def _increments_for(self, n: int, lat: Latency) -> list[float]:
+        """A span's increments over an interval of n calls: calls, each bucket, +Inf, count and
+        sum (a new list). The counts depend on the latency only through its rounded shape, and
+        are shared; the sum is n times this latency's own mean."""
+        key = (n, _cdf_key(lat))
+        counts = self._increments.get(key)
+        if counts is None:
+            cdf = self._cdf(lat)
+            counts = [float(n)]
+            counts += [float(round(n * share)) for share in cdf]
+            counts += [float(n), float(n)]
+            if len(self._increments) < 100_000:
+                self._increments[key] = counts
+        return [*counts, n * lat.mean_ms()]
+
+
+def _span_labels(
+    target: tuple[tuple[str, str], ...], svc: str, uid: str, span: str, kind: str, status: str
+) -> tuple[tuple[str, str], ...]:
+    """A span-metric series' labels (sorted): the scrape's, the exporter's and the connector's."""
+    return _sorted(
+        (
+            *[(k, v) for k, v in target],
+            ("exported_instance", uid),
+            ("exported_job", f"{SERVICE_NAMESPACE}/{svc}"),
+            *SPAN_SCOPE,
+            ("service_name", svc),
+            ("span_kind", kind),
+            ("span_name", span),
+            ("status_code", status),
+        )
+    )
+
+
+def _share(n: int, parts: int, index: int) -> int:
+    return n // parts + (1 if index < n % parts else 0)
+
+
+def _le(bound: float) -> str:
+    return str(bound)
+
+
+def _cdf_key(lat: Latency) -> tuple[float, float, float]:
+    return (round(lat.median_ms, 1), round(lat.tail, 3), round(lat.tail_ms, 1))
+
+
+def _lognormal_cdf(x: float, median: float) -> float:
+    return 0.5 * (1.0 + math.erf((math.log(x) - math.log(median)) / (SIGMA * math.sqrt(2.0))))
