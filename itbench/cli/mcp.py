@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +41,13 @@ class _Trial:
         self.final: TrialStatus | None = None
         self.token = ""
         self._agent_seconds = agent_seconds
+        self.serving: Callable[[], None] = lambda: None
+        """Returns once the transport takes connections (the token is announced after it)."""
 
     def drive(self) -> None:
         def on_ready(trial_id: str, token: str) -> None:
             self.token = token
+            self.serving()
             click.echo(f"trial:   {trial_id}", err=True)
             click.echo(f"token:   {token}", err=True)
             self.ready.set()
@@ -138,11 +143,23 @@ def mcp_command(
 
     server = build_server(resolve)
     warn(f"preparing {scenario_name}: injecting the fault, waiting for alerts")
-    threading.Thread(target=trial.drive, name="mcp-trial", daemon=True).start()
     if transport == "stdio":
+        threading.Thread(target=trial.drive, name="mcp-trial", daemon=True).start()
         server.run("stdio")
         return
     app: Any = server.streamable_http_app(host=host)
+    http = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+
+    def serving() -> None:
+        # The trial may become Ready before the server listens: an agent given the token then
+        # would find the port closed.
+        waited = 0.0
+        while not http.started and waited < 30.0:
+            time.sleep(0.05)
+            waited += 0.05
+
+    trial.serving = serving
+    threading.Thread(target=trial.drive, name="mcp-trial", daemon=True).start()
     click.echo(f"mcp:     http://{host}:{port}/mcp", err=True)
     sys.stderr.flush()
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    http.run()
