@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ from itbench.environments.sim.objects import (
 )
 from itbench.environments.sim.registry import DEMO_REPOSITORY, SINGLE_ARCH_IMAGES
 from itbench.environments.sim.telemetry.cluster_metrics import KSM_TARGET, KUBELET_TARGET
+from itbench.environments.sim.telemetry.traces import SERVICE_NAMESPACE
 from itbench.stack import (
     STACK_DIR,
     chart_objects,
@@ -941,3 +943,24 @@ def test_the_stack_playbook_waits_for_the_policy_engines_before_the_shop() -> No
     assert "not ready" in wait["rescue"][0]["ansible.builtin.fail"]["msg"]
     names = [t["name"] for t in play["tasks"]]
     assert names.index(wait["name"]) < names.index("Wait until every pod of the shop is Ready")
+
+
+def test_spans_metrics_and_logs_carry_the_charts_service_namespace() -> None:
+    # The collector's k8sattributes processor (otel_annotations: true) reads each pod's
+    # resource.opentelemetry.io/service.namespace annotation onto everything the pod emits.
+    annotation = "resource.opentelemetry.io/service.namespace"
+    annotated = {
+        (d["spec"]["template"]["metadata"].get("annotations") or {}).get(annotation)
+        for d in _of("Deployment").values()
+    }
+    assert annotated - {None} == {SERVICE_NAMESPACE}
+    env = SimEnvironment(seed=0)
+    env.provision()
+    (trace,) = env.search_traces(
+        "checkout", None, {}, env.now() - timedelta(minutes=1), env.now(), 1
+    )
+    tags = {(t["key"], t["value"]) for p in trace["processes"].values() for t in p["tags"]}
+    assert ("service.namespace", SERVICE_NAMESPACE) in tags
+    assert ("service.namespace", "opentelemetry-demo") not in tags
+    calls = env.query_metrics("traces_span_metrics_calls_total", env.now())["result"]
+    assert {r["metric"]["exported_job"].split("/")[0] for r in calls} == {SERVICE_NAMESPACE}

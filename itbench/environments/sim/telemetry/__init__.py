@@ -26,7 +26,6 @@ from itbench.environments.sim.telemetry.cluster_metrics import (
 from itbench.environments.sim.telemetry.collector import (
     BUCKETS_MS,
     KAFKA_SCOPE,
-    SERVICE_NAMESPACE,
     SPAN_SCOPE,
     CollectorExporter,
 )
@@ -34,7 +33,12 @@ from itbench.environments.sim.telemetry.logs import MAX_LINES_PER_STREAM, LogBoo
 from itbench.environments.sim.telemetry.scraper import Scraper
 from itbench.environments.sim.telemetry.state import ScraperState
 from itbench.environments.sim.telemetry.store import SimSeries, TelemetryStore
-from itbench.environments.sim.telemetry.traces import SIGMA, client_span_name, server_span_name
+from itbench.environments.sim.telemetry.traces import (
+    SERVICE_NAMESPACE,
+    SIGMA,
+    client_span_name,
+    server_span_name,
+)
 
 __all__ = [
     "BUCKETS_MS",

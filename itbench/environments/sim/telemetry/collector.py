@@ -21,7 +21,7 @@ from itbench.environments.sim.series import note_sample
 from itbench.environments.sim.telemetry.cluster_metrics import _owner
 from itbench.environments.sim.telemetry.state import ScraperState
 from itbench.environments.sim.telemetry.store import SimSeries, _changed, _count_before, _sorted
-from itbench.environments.sim.telemetry.traces import SIGMA, client_span_name
+from itbench.environments.sim.telemetry.traces import SERVICE_NAMESPACE, SIGMA, client_span_name
 from itbench.environments.sim.traffic import Latency, TrafficState
 from itbench.stack import chart_pin
 
@@ -35,8 +35,6 @@ KAFKA_SCOPE = (
     ),
     ("otel_scope_version", str(chart_pin("opentelemetry-collector")["appVersion"])),
 )
-SERVICE_NAMESPACE = "otel-demo"
-"""The chart's `resource.opentelemetry.io/service.namespace` pod annotation (service.namespace)."""
 _SERVER_SPANS: dict[tuple[str, str], tuple[tuple[str, tuple[str, str, str, str]], ...]] = {
     (o.service, o.name): tuple(
         (status, (o.service, o.exported, o.kind, status))

@@ -9,9 +9,14 @@ from typing import Any
 from itbench.core.shop import PROXY, SERVICE_BY_NAME
 from itbench.environments.sim.objects import main_container
 from itbench.environments.sim.telemetry.cluster_metrics import ClusterMetrics, _owner
-from itbench.environments.sim.telemetry.collector import SERVICE_NAMESPACE, CollectorExporter
+from itbench.environments.sim.telemetry.collector import CollectorExporter
 from itbench.environments.sim.telemetry.logs import _error_line, _info_line, _startup_line
-from itbench.environments.sim.telemetry.traces import _ROUTE_SERVICES, _trace_matches, _TraceBuilder
+from itbench.environments.sim.telemetry.traces import (
+    _ROUTE_SERVICES,
+    SERVICE_NAMESPACE,
+    _trace_matches,
+    _TraceBuilder,
+)
 from itbench.environments.sim.traffic import OpStats, TrafficState
 
 

@@ -17,6 +17,11 @@ from itbench.core.shop import (
 )
 from itbench.environments.sim.traffic import EdgeStats, Latency, OpStats, TrafficState
 
+SERVICE_NAMESPACE = "otel-demo"
+"""The chart's `resource.opentelemetry.io/service.namespace` pod annotation, which the collector's
+k8sattributes processor (`otel_annotations: true`) puts on every span, metric and log as
+service.namespace."""
+
 SIGMA = 0.4
 """Log-normal shape of every latency distribution."""
 
@@ -73,7 +78,7 @@ class _TraceBuilder:
                     "type": "string",
                     "value": (spec.language if spec else ""),
                 },
-                {"key": "service.namespace", "type": "string", "value": "opentelemetry-demo"},
+                {"key": "service.namespace", "type": "string", "value": SERVICE_NAMESPACE},
             ],
         }
         return pid
