@@ -28,7 +28,7 @@ from itbench.environments.sim.promql.values import (
 from itbench.environments.sim.series import Series, SeriesStore, is_stale
 
 _MAX_PLANS = 512
-"""The most group plans (see `PromQLEngine._aggregate_rates`) an engine keeps."""
+"""The most group plans (see `_SeriesSelector._aggregate_rates`) an engine keeps."""
 _FUSED_AGGREGATIONS = frozenset({"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar"})
 """Aggregations without a parameter, which `_aggregate_rates` may compute from the rates."""
 

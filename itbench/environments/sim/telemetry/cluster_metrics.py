@@ -369,13 +369,6 @@ def _amount(resource: str, text: str) -> float:
         return 0.0
 
 
-def _float(text: object) -> float | None:
-    try:
-        return float(str(text))
-    except (TypeError, ValueError):
-        return None
-
-
 def _owner(pod: Obj) -> str:
     refs = pod["metadata"].get("ownerReferences") or [{}]
     return str(refs[0].get("name", ""))
