@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from itbench.cli.context import BadInput, pass_settings, warn
 from itbench.cli.scenarios import open_catalog, scenarios_dir_option
-from itbench.cli.serve import PracticeTrial, external_agent, practice_trial
+from itbench.cli.serve import (
+    PracticeTrial,
+    external_agent,
+    practice_trial,
+    wait_until_listening,
+)
 from itbench.core.models.trial import TrialStatus
 from itbench.core.runner.machine import new_status
 from itbench.execution.benchmark import EMBEDDED_CONFIG
@@ -150,15 +154,7 @@ def mcp_command(
     app: Any = server.streamable_http_app(host=host)
     http = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
 
-    def serving() -> None:
-        # The trial may become Ready before the server listens: an agent given the token then
-        # would find the port closed.
-        waited = 0.0
-        while not http.started and waited < 30.0:
-            time.sleep(0.05)
-            waited += 0.05
-
-    trial.serving = serving
+    trial.serving = lambda: wait_until_listening(http)
     threading.Thread(target=trial.drive, name="mcp-trial", daemon=True).start()
     click.echo(f"mcp:     http://{host}:{port}/mcp", err=True)
     sys.stderr.flush()

@@ -53,6 +53,15 @@ class PracticeTrial:
     app: object
 
 
+def wait_until_listening(server: uvicorn.Server, seconds: float = 30.0) -> None:
+    """Return once a uvicorn server takes connections (or after `seconds`). A trial can become
+    Ready before its server listens; its token is announced only after this returns."""
+    waited = 0.0
+    while not server.started and waited < seconds:
+        time.sleep(0.05)
+        waited += 0.05
+
+
 def practice_trial(
     scenario: Scenario,
     *,
@@ -218,11 +227,7 @@ def serve_command(
     local = "127.0.0.1" if bind_host in ("0.0.0.0", "::", "") else bind_host
 
     def served_url() -> str:
-        # The trial may become ready before the server listens: wait for the socket.
-        waited = 0.0
-        while not server.started and waited < 30.0:
-            time.sleep(0.05)
-            waited += 0.05
+        wait_until_listening(server)
         return f"http://{local}:{bind_port}"
 
     def on_ready(trial_id: str, token: str) -> None:

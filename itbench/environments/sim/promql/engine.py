@@ -13,7 +13,7 @@ from typing import Any
 import promql_parser as pp
 
 from itbench.environments.sim.promql import limits as query_limits
-from itbench.environments.sim.promql.limits import PromQLError, QueryLimitError
+from itbench.environments.sim.promql.limits import _AGGREGATION_WORDS, PromQLError, QueryLimitError
 from itbench.environments.sim.promql.selection import _SeriesSelector
 from itbench.environments.sim.promql.syntax import _instant_names, _parse_cached, _regex
 from itbench.environments.sim.promql.values import (
@@ -50,22 +50,8 @@ from itbench.environments.sim.series import SeriesStore
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
-_AGGREGATIONS = frozenset(
-    {
-        "count_values",
-        "sum",
-        "avg",
-        "min",
-        "max",
-        "count",
-        "group",
-        "stddev",
-        "stdvar",
-        "topk",
-        "bottomk",
-        "quantile",
-    }
-)
+_AGGREGATIONS = _AGGREGATION_WORDS - {"limitk", "limit_ratio"}
+"""The aggregations the engine evaluates: every PromQL aggregation but the experimental ones."""
 
 
 class PromQLEngine(_SeriesSelector):
