@@ -409,8 +409,12 @@ class Investigation:
             if name in in_graph or not priority or priority in starved_classes:
                 continue
             held = (objects.replicas(name) or 0) * sum(
-                quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", 0)) or 0.0
-                for c in containers_of(template_of(d))
+                (
+                    quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", 0))
+                    or 0.0
+                    for c in containers_of(template_of(d))
+                ),
+                0.0,
             )
             if held > 0 and (best is None or held > best[0]):
                 best = (held, name)

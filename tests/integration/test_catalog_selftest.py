@@ -137,6 +137,7 @@ def test_control_scenario_raises_no_alert() -> None:
     assert result.passed
 
 
+@pytest.mark.interpreted
 def test_control_selftest_fails_when_an_alert_fires() -> None:
     control = _by_name("no-fault-control")
     fault = get_fault("flagd.payment-failure")

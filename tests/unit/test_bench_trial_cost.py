@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from benchmarks.bench_trial_cost import _PARTS, _ticks_by_phase, _timed
 from itbench.core.faults import get_fault
 from itbench.environments.sim import SimEnvironment
 
 
+@pytest.mark.interpreted
 def test_the_parts_are_timed_ticks_counted_by_phase_and_the_originals_restored() -> None:
     originals = {(owner, name): getattr(owner, name) for m in _PARTS.values() for owner, name in m}
     tick = SimEnvironment._tick

@@ -271,6 +271,7 @@ def test_the_parser_sandbox_survives_a_query_that_crashes_the_native_parser() ->
         sandbox.close()
 
 
+@pytest.mark.interpreted
 def test_over_a_real_socket_a_query_that_crashes_the_parser_costs_one_query(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from itbench.environments.sim.promql import PromQLEngine, PromQLError, format_value
+from itbench.environments.sim.promql.syntax import _MEMO_VALUES, _regex_matcher
+from itbench.environments.sim.regex import compile_regex
 from itbench.environments.sim.series import STALE_NAN, MemorySeriesStore, Series, is_stale
 
 
@@ -1013,3 +1015,16 @@ def test_endless_distinct_aggregations_keep_a_bounded_plan_table() -> None:
             f'sum by (job) (rate(reqs_total{{pod!="p{i}"}}[2m]) * 1)', 900
         )
     assert 0 < len(engine._plans) <= 512
+
+
+def test_regex_matchers_answer_each_label_value_alike_however_many_values_they_have_seen() -> None:
+    values = [f"svc-{i}" for i in range(_MEMO_VALUES + 500)] + ["", "svc-", "x-svc-1"]
+    pattern = "svc-[0-9]*[02468]"
+    anchored = compile_regex(f"(?:{pattern})")
+    matching, excluding = _regex_matcher(pattern, True), _regex_matcher(pattern, False)
+    # Twice over: the second pass reads what the first remembered, and matches the rest anew.
+    for _ in range(2):
+        expected = [anchored.fullmatch(v) is not None for v in values]
+        assert [matching(v) for v in values] == expected
+        assert [excluding(v) for v in values] == [not e for e in expected]
+    assert matching("svc-10") and not matching("svc-1") and not matching("x-svc-10")

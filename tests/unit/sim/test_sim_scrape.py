@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from itbench.core.alert_rules import alert_rules
 from itbench.core.faults import get_fault
 from itbench.core.models.observations import ActionVerb, AgentAction
@@ -118,6 +120,7 @@ def _collector_out_of_service(env: SimEnvironment, monkeypatch: Any, restart: bo
     return before
 
 
+@pytest.mark.interpreted
 def test_span_series_go_on_counting_when_the_collector_is_back(
     env: SimEnvironment, monkeypatch: Any
 ) -> None:
@@ -127,6 +130,7 @@ def test_span_series_go_on_counting_when_the_collector_is_back(
     assert 0 < _frontend_rate(env) < 1e6
 
 
+@pytest.mark.interpreted
 def test_span_series_of_a_restarted_collector_count_again_from_zero(
     env: SimEnvironment, monkeypatch: Any
 ) -> None:

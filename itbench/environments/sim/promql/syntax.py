@@ -43,12 +43,37 @@ def _matcher_predicate(matcher: Any, query: str) -> Callable[[str], bool]:
         return lambda v: v == value
     if op == pp.MatchOp.NotEqual:
         return lambda v: v != value
-    pattern = _regex(value, query)
+    _regex(value, query)
     if op == pp.MatchOp.Re:
-        return lambda v: pattern.fullmatch(v) is not None
+        return _regex_matcher(value, True)
     if op == pp.MatchOp.NotRe:
-        return lambda v: pattern.fullmatch(v) is None
+        return _regex_matcher(value, False)
     raise PromQLError(f"unsupported matcher operator {op} in query {query!r}")
+
+
+_MEMO_VALUES = 4096
+"""Label values whose answer a regex matcher remembers (the rest are matched each time)."""
+
+
+@lru_cache(maxsize=256)
+def _regex_matcher(pattern_text: str, matching: bool) -> Callable[[str], bool]:
+    """A `=~` (matching) or `!~` matcher of a valid pattern, shared by every query that has it.
+
+    Scrapes and rules select the same label values over and over (a service name in each of
+    its series): each value's answer is matched once, then remembered.
+    """
+    pattern = _compile(pattern_text)
+    memo: dict[str, bool] = {}
+
+    def predicate(v: str) -> bool:
+        answer = memo.get(v)
+        if answer is None:
+            answer = (pattern.fullmatch(v) is not None) is matching
+            if len(memo) < _MEMO_VALUES:
+                memo[v] = answer
+        return answer
+
+    return predicate
 
 
 _TIMELESS_FUNCTIONS = frozenset(

@@ -18,8 +18,7 @@ from itbench.core.shop import (
 from itbench.environments.sim.objects import Obj, main_container
 from itbench.environments.sim.registry import image_program
 from itbench.environments.sim.series import note_sample
-from itbench.environments.sim.telemetry.cluster_metrics import _owner
-from itbench.environments.sim.telemetry.state import ScraperState
+from itbench.environments.sim.telemetry.cluster_metrics import ClusterMetrics, _owner
 from itbench.environments.sim.telemetry.store import SimSeries, _changed, _count_before, _sorted
 from itbench.environments.sim.telemetry.traces import SERVICE_NAMESPACE, SIGMA, client_span_name
 from itbench.environments.sim.traffic import Latency, TrafficState
@@ -35,6 +34,10 @@ KAFKA_SCOPE = (
     ),
     ("otel_scope_version", str(chart_pin("opentelemetry-collector")["appVersion"])),
 )
+# Pure functions of their keys, shared by every twin in the process (read-only values): the
+# bucket fractions of a latency, and the expected bucket increments of a span count.
+_CDF_CACHE: dict[tuple[float, float, float], list[float]] = {}
+_INCREMENTS: dict[tuple[int, tuple[float, float, float]], list[float]] = {}
 _SERVER_SPANS: dict[tuple[str, str], tuple[tuple[str, tuple[str, str, str, str]], ...]] = {
     (o.service, o.name): tuple(
         (status, (o.service, o.exported, o.kind, status))
@@ -47,7 +50,7 @@ _SERVER_SPANS: dict[tuple[str, str], tuple[tuple[str, tuple[str, str, str, str]]
 exported span name, kind, status), the ok series first."""
 
 
-class CollectorExporter(ScraperState):
+class CollectorExporter(ClusterMetrics):
     """The Scraper's target that is the collector's Prometheus exporter (span metrics and
     Kafka lag, only while the collector runs)."""
 
@@ -60,7 +63,7 @@ class CollectorExporter(ScraperState):
 
     def _cdf(self, lat: Latency) -> list[float]:
         key = _cdf_key(lat)
-        cached = self._cdf_cache.get(key)
+        cached = _CDF_CACHE.get(key)
         if cached is not None:
             return cached
         out = []
@@ -71,8 +74,8 @@ class CollectorExporter(ScraperState):
                 out.append((1 - key[1]) * body + key[1] * tail)
             else:
                 out.append(body)
-        if len(self._cdf_cache) < 100_000:
-            self._cdf_cache[key] = out
+        if len(_CDF_CACHE) < 100_000:
+            _CDF_CACHE[key] = out
         return out
 
     def _collector_target(self) -> tuple[tuple[str, str], ...] | None:
@@ -300,14 +303,14 @@ class CollectorExporter(ScraperState):
         sum (a new list). The counts depend on the latency only through its rounded shape, and
         are shared; the sum is n times this latency's own mean."""
         key = (n, _cdf_key(lat))
-        counts = self._increments.get(key)
+        counts = _INCREMENTS.get(key)
         if counts is None:
             cdf = self._cdf(lat)
             counts = [float(n)]
             counts += [float(round(n * share)) for share in cdf]
             counts += [float(n), float(n)]
-            if len(self._increments) < 100_000:
-                self._increments[key] = counts
+            if len(_INCREMENTS) < 100_000:
+                _INCREMENTS[key] = counts
         return [*counts, n * lat.mean_ms()]
 
 

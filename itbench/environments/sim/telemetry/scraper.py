@@ -8,7 +8,7 @@ from typing import Any
 
 from itbench.core.shop import PROXY, SERVICE_BY_NAME
 from itbench.environments.sim.objects import main_container
-from itbench.environments.sim.telemetry.cluster_metrics import ClusterMetrics, _owner
+from itbench.environments.sim.telemetry.cluster_metrics import _owner
 from itbench.environments.sim.telemetry.collector import CollectorExporter
 from itbench.environments.sim.telemetry.logs import _error_line, _info_line, _startup_line
 from itbench.environments.sim.telemetry.traces import (
@@ -20,7 +20,7 @@ from itbench.environments.sim.telemetry.traces import (
 from itbench.environments.sim.traffic import OpStats, TrafficState
 
 
-class Scraper(CollectorExporter, ClusterMetrics):
+class Scraper(CollectorExporter):
     """Turns the cluster and each interval's traffic into series, logs and trace material."""
 
     def record(self, t: float, dt: float, traffic: TrafficState, telemetry_on: bool) -> None:

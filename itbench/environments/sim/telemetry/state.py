@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from itbench.environments.sim.cluster import Cluster
 from itbench.environments.sim.objects import Obj
@@ -33,9 +32,6 @@ class ScraperState:
     rng: random.Random
     history: list[tuple[float, TrafficState]] = field(default_factory=list)
     _carry: dict[tuple[str, ...], float] = field(default_factory=dict)
-    # Pure functions of their keys, shared by every twin in the process (read-only values).
-    _cdf_cache: ClassVar[dict[tuple[float, float, float], list[float]]] = {}
-    _increments: ClassVar[dict[tuple[int, tuple[float, float, float]], list[float]]] = {}
     _span_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(default_factory=dict)
     _client_keys: dict[str, set[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     _started_logged: dict[str, float] = field(default_factory=dict)
