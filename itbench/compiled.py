@@ -32,15 +32,25 @@ COMPILED = (
     "itbench/environments/sim/telemetry/*.py",
     "itbench/core/runner/evaluation.py",
     "itbench/core/runner/machine.py",
+    "itbench/core/alert_rules.py",
+    "itbench/core/decoys.py",
     "itbench/core/inventory.py",
     "itbench/core/matching.py",
+    "itbench/core/scoring/collateral.py",
     "itbench/core/shop.py",
+    "itbench/core/topology.py",
+    "itbench/execution/executor.py",
+    "itbench/gateway/kubectl.py",
     "itbench/gateway/operations/*.py",
+    "agents/routines.py",
     "agents/heuristic_sre/*.py",
+    "agents/heuristic_finops/*.py",
 )
 """What is compiled, as patterns relative to the root: the twin, its PromQL engine and
-telemetry, the trial machine's evaluation, the gateway's operations and the SRE baseline,
-which together hold nearly all of an embedded trial's time."""
+telemetry, the trial machine's evaluation and grading of the environment, the executor, the
+gateway's operations and the heuristic baselines, which together hold nearly all of an
+embedded trial's time. (Modules defining exceptions over built-in types other than Exception,
+such as the gateway's sessions, cannot be compiled.)"""
 
 INTERPRETED = frozenset(
     {
@@ -185,6 +195,17 @@ def _compile(root: Path, target: Path, files: list[str], digest: str, jobs: int)
                 staging / package,
                 ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"),
             )
+        # The modules that stay interpreted are compiled to bytecode here, once, rather than
+        # by every process that imports them (where writing bytecode may be off).
+        compiled_bytecode = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", *PACKAGES],
+            cwd=staging,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if compiled_bytecode.returncode != 0:
+            raise CompileError(f"compileall failed: {compiled_bytecode.stdout[-2000:]}")
         # The type checker's settings (strictness, the pydantic plugin) are the project's.
         shutil.copy2(root / "pyproject.toml", staging / "pyproject.toml")
         done = subprocess.run(

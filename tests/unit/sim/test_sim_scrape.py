@@ -3,6 +3,8 @@ series that stop being written end with a staleness marker."""
 
 from __future__ import annotations
 
+import random
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
 from itbench.environments.sim.environment import DEFAULT_START, SCRAPE_SECONDS
 from itbench.environments.sim.promql import PromQLEngine
+from itbench.environments.sim.telemetry.logs import _iso
 from itbench.environments.sim.traffic import Latency
 
 
@@ -230,3 +233,16 @@ def test_the_store_knows_when_a_name_changed() -> None:
     env.advance(SCRAPE_SECONDS)
     assert store.changed("kube_deployment_spec_replicas", later, env.now().timestamp())
     assert not store.changed("no_such_metric", 0, env.now().timestamp())
+
+
+def test_log_timestamps_read_as_datetime_writes_them_to_the_millisecond() -> None:
+    def written(t: float) -> str:
+        return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+    rng = random.Random(7)
+    start = DEFAULT_START.timestamp()
+    edges = (0.0, 1e-7, 5e-7, 1.5e-6, 2.5e-6, 0.001, 0.0015, 0.5, 0.999, 0.9995, 0.9999995)
+    times = [start + rng.random() * 86_400 for _ in range(20_000)]
+    times += [start + k + f for k in range(0, 600, 13) for f in edges]
+    times += [start + i / 1e6 for i in range(0, 2_000_000, 997)]
+    assert [_iso(t) for t in times] == [written(t) for t in times]

@@ -3,6 +3,7 @@ writes in its own language's format."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
@@ -49,8 +50,25 @@ class LogBook:
         return [x.line for x in entry[1][-n:]] if n > 0 else []
 
 
+_SECONDS: dict[int, str] = {}
+"""`%Y-%m-%dT%H:%M:%S` of whole epoch seconds (UTC), as log lines are written in order."""
+
+
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    """`t` in UTC to the millisecond, as `datetime.fromtimestamp(t, UTC)` with `%f` cut to
+    three digits writes it: microseconds rounded half to even, then truncated."""
+    whole = math.floor(t)
+    micros = round((t - whole) * 1e6)
+    if micros >= 1_000_000:
+        whole += 1
+        micros -= 1_000_000
+    prefix = _SECONDS.get(whole)
+    if prefix is None:
+        if len(_SECONDS) >= 100_000:
+            _SECONDS.clear()
+        prefix = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _SECONDS[whole] = prefix
+    return f"{prefix}.{micros // 1000:03d}Z"
 
 
 _STYLE = {
