@@ -41,7 +41,8 @@ from itbench.core.runner.context import (
 from itbench.core.runner.machine import sample_keys
 from itbench.environments.port import Environment
 from itbench.execution.evidence import AgentRecord, EvidenceStore, TopologyRecord
-from itbench.gateway.sessions import SessionRegistry, TrialSession, UnknownTrialError
+from itbench.gateway.errors import UnknownTrialError
+from itbench.gateway.sessions import SessionRegistry, TrialSession
 
 log = logging.getLogger(__name__)
 

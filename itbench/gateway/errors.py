@@ -179,3 +179,7 @@ def bad_parameter(field: str, detail: str, expected: str) -> BadInputError:
 def refusal_error(rule: str, reason: str) -> RefusedError:
     """The error for a guardrail's refusal."""
     return RefusedError(f"forbidden-{rule}", "Refused by a guardrail", reason, extra={"rule": rule})
+
+
+class UnknownTrialError(KeyError):
+    """No open session has that trial id or token."""

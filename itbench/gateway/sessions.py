@@ -17,6 +17,7 @@ from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.scenario import Scenario
 from itbench.core.runner.context import AgentProgressState
 from itbench.environments.port import Environment
+from itbench.gateway.errors import UnknownTrialError
 
 AgentState = AgentProgressState
 """Where the agent is in the run protocol of one trial (the state machine's own names)."""
@@ -190,10 +191,6 @@ class TrialSession:
         if self.deadline is None:
             return None
         return max((self.deadline - self.env.now()).total_seconds(), 0.0)
-
-
-class UnknownTrialError(KeyError):
-    """No open session has that trial id or token."""
 
 
 class SessionRegistry:

@@ -387,10 +387,25 @@ def labels_match(selector: dict[str, Any] | None, labels: dict[str, str]) -> boo
     return True
 
 
+_TEMPLATE_HASHES: dict[bytes, str] = {}
+"""Pod-template-hashes by the marshalled template (every twin's baseline has the same ones)."""
+
+
 def template_hash(template: dict[str, Any]) -> str:
     """A pod-template-hash: a stable 10-character digest of a pod template."""
+    # Equal marshal bytes are an equal template, keys in the same order: the same hash.
+    try:
+        key: bytes | None = marshal.dumps(template)
+    except ValueError:
+        key = None
+    found = _TEMPLATE_HASHES.get(key) if key is not None else None
+    if found is not None:
+        return found
     text = json.dumps(template, sort_keys=True, separators=(",", ":"))
-    return _digest(text)
+    digest = _digest(text)
+    if key is not None and len(_TEMPLATE_HASHES) < 4096:
+        _TEMPLATE_HASHES[key] = digest
+    return digest
 
 
 @lru_cache(maxsize=4096)

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from itbench.gateway.errors import RefusedError, UnauthenticatedError
+from itbench.gateway.errors import RefusedError, UnauthenticatedError, UnknownTrialError
 from itbench.gateway.operations import Origin
-from itbench.gateway.sessions import SessionRegistry, TrialSession, UnknownTrialError
+from itbench.gateway.sessions import SessionRegistry, TrialSession
 
 Endpoint = Callable[[Callable[..., Any]], Callable[..., Any]]
 """Wraps a route function the way the app serves endpoints."""

@@ -9,6 +9,7 @@ from waiting import firing, inject, wait_for_alert, wait_until_clear
 
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
+from itbench.environments.sim.objects import template_hash
 
 
 def act(twin: SimEnvironment, verb: ActionVerb, kind: str, name: str, **kw: Any) -> None:
@@ -392,3 +393,14 @@ def test_autoscaler_does_not_undo_a_scale_to_zero(env: SimEnvironment) -> None:
     env.advance(300)
     assert env.snapshot().workload("frontend").desired_replicas == 0  # type: ignore[union-attr]
     assert firing(env, "NoRequests", {"service_name": "frontend"})
+
+
+def test_a_pod_template_hash_depends_on_the_template_not_on_key_order_or_earlier_hashes() -> None:
+    template = {"metadata": {"labels": {"app": "cart"}}, "spec": {"containers": [{"name": "c"}]}}
+    reordered = {"spec": {"containers": [{"name": "c"}]}, "metadata": {"labels": {"app": "cart"}}}
+    changed = {"metadata": {"labels": {"app": "cart"}}, "spec": {"containers": [{"name": "d"}]}}
+    first = template_hash(template)
+    assert len(first) == 10
+    assert template_hash(template) == template_hash(reordered) == first
+    assert template_hash(changed) != first
+    assert template_hash(template) == first
