@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -144,8 +145,9 @@ def compiled_modules() -> list[str]:
 
 
 def _c_compiler() -> str | None:
-    cc = str(sysconfig.get_config_var("CC") or "cc").split()[0]
-    return shutil.which(cc)
+    # The compiler setuptools will call: CC from the environment, else Python's own.
+    cc = (os.environ.get("CC") or str(sysconfig.get_config_var("CC") or "cc")).split()
+    return shutil.which(cc[0]) if cc else None
 
 
 def build(target: Path, root: Path = ROOT, jobs: int = 2) -> Build:

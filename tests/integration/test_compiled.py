@@ -126,3 +126,13 @@ def test_a_build_is_kept_while_its_sources_are_unchanged(compiled: Path) -> None
     )
     # This process runs the sources.
     assert running_build() == ()
+
+
+def test_without_a_c_compiler_the_build_says_so_and_leaves_no_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    target = tmp_path / "compiled"
+    with pytest.raises(CompileError, match="no C compiler"):
+        build(target)
+    assert not target.exists()
