@@ -113,7 +113,7 @@ def run() -> list[Figure]:
             for plan in plans:
                 phase[0] = "Provisioning"
                 benchmark.run_trial(plan, None)
-                gc.collect()  # as the benchmark's workers do after each trial
+                benchmark.collect_after_trial()  # as the benchmark's workers do
             total = time.process_time() - start
     finally:
         gc.set_threshold(*previous)

@@ -34,6 +34,7 @@ from itbench.core.models.trial import TrialPhase, TrialStatus
 from itbench.core.runner.machine import new_status
 from itbench.core.tasks import mitigation_applies
 from itbench.environments.port import Environment, EnvironmentFailure
+from itbench.execution import benchmark
 from itbench.execution.artefacts import RunStore
 from itbench.execution.benchmark import EMBEDDED_CONFIG
 from itbench.execution.driver import drive_trial, threaded_agent
@@ -899,6 +900,25 @@ def test_an_agents_calls_wait_for_the_runner_on_a_virtual_clock() -> None:
     client.close()
 
 
+def test_a_trial_ends_with_a_young_collection_and_every_32nd_with_a_full_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    generations: list[int] = []
+
+    def collect(generation: int = 2) -> int:
+        generations.append(generation)
+        return 0
+
+    monkeypatch.setattr(benchmark, "_trials_collected", [0])
+    monkeypatch.setattr(gc, "collect", collect)
+    for _ in range(2 * benchmark.FULL_COLLECTION_EVERY):
+        benchmark.collect_after_trial()
+    every = benchmark.FULL_COLLECTION_EVERY
+    assert generations == ([1] * (every - 1) + [2]) * 2
+
+
 def test_each_trial_of_a_run_leaves_no_garbage_behind() -> None:
     import gc
 
@@ -910,8 +930,10 @@ def test_each_trial_of_a_run_leaves_no_garbage_behind() -> None:
     def count(plan: TrialPlan, status: TrialStatus) -> None:
         left.append(gc.collect())
 
+    gc.collect()  # what earlier tests left is not these trials' garbage
     statuses = run_trials(plans, store=None, workers=1, on_done=count)
     assert all(s.phase.final for s in statuses.values())
-    # The collector runs seldom while a trial runs and once when it ends: what a finished trial
-    # left in reference cycles (thousands of objects) is freed before the next trial starts.
+    # The collector runs seldom while a trial runs and once when it ends (the generations a
+    # trial's objects are in): what a finished trial left in reference cycles (thousands of
+    # objects) is freed before the next trial starts.
     assert max(left) < 100, left

@@ -21,6 +21,7 @@ from typing import Any
 
 from itbench.environments.sim.chaosmesh import ChaosMesh
 from itbench.environments.sim.kubelet import (
+    IDLE,
     ContainerRuntime,
     Kubelet,
     PodDemand,
@@ -242,7 +243,7 @@ class Cluster:
         self._claims()
         self.chaos.reconcile()
         for pod in sorted(self.of_kind("Pod"), key=_priority_order):
-            self._kubelet(pod, demand.get(pod["metadata"]["name"], PodDemand()), dt)
+            self._kubelet(pod, demand.get(pod["metadata"]["name"], IDLE), dt)
         inputs = self._unsettled("statuses")
         if inputs is not None:
             for d in self.of_kind("Deployment"):
@@ -579,7 +580,9 @@ class Cluster:
 
     def _kubelet(self, pod: Obj, demand: PodDemand, dt: float) -> None:
         name = pod["metadata"]["name"]
-        rt = self.runtime.setdefault(name, ContainerRuntime())
+        rt = self.runtime.get(name)
+        if rt is None:
+            rt = self.runtime[name] = ContainerRuntime()
         spec = pod["spec"]
         if not spec.get("nodeName"):
             node, why = self._schedule(pod)
@@ -900,7 +903,7 @@ class Cluster:
             pods = [p for rs in self.owned("ReplicaSet", d) for p in self.owned("Pod", rs)]
             ready = [p for p in pods if self._ready(p)]
             requests = sum(_cpu_request(p) for p in ready)
-            used = sum(demand.get(p["metadata"]["name"], PodDemand()).cpu_cores for p in ready)
+            used = sum(demand.get(p["metadata"]["name"], IDLE).cpu_cores for p in ready)
             minimum = int(spec.get("minReplicas", 1))
             maximum = int(spec.get("maxReplicas", minimum))
             utilization = 100.0 * used / requests if requests > 0 else None

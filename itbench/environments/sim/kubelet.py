@@ -66,6 +66,10 @@ class SidecarRuntime:
     ready: bool = False
 
 
+_NOT_STARTED = SidecarRuntime()
+"""What a sidecar the kubelet has not run yet reads as (never modified)."""
+
+
 @dataclass
 class ContainerRuntime:
     """What the kubelet knows about a pod: its init sequence, application container, sidecars
@@ -117,6 +121,14 @@ class PodDemand:
     cpu_cores: float = 0.0
     leak_bytes_per_second: float = 0.0
     extra_memory_bytes: float = 0.0
+
+
+IDLE = PodDemand()
+"""The demand of a pod that served nothing (shared: never modified)."""
+
+
+IDLE = PodDemand()
+"""The demand of a pod that served nothing (shared: never modified)."""
 
 
 def main_container_of(pod: Obj) -> Obj:
@@ -613,7 +625,9 @@ class Kubelet:
         c = self.cluster
         for container in (pod["spec"].get("containers") or [])[1:]:
             cname = str(container.get("name", ""))
-            side = rt.sidecars.setdefault(cname, SidecarRuntime())
+            side = rt.sidecars.get(cname)
+            if side is None:
+                side = rt.sidecars[cname] = SidecarRuntime()
             image = str(container.get("image", ""))
             if side.state == "running" and side.image != image:
                 side.restarts += 1
@@ -665,7 +679,7 @@ class Kubelet:
             }
         statuses = [cs]
         for side_container in (pod["spec"].get("containers") or [])[1:]:
-            side = rt.sidecars.get(str(side_container.get("name")), SidecarRuntime())
+            side = rt.sidecars.get(str(side_container.get("name"))) or _NOT_STARTED
             side_state: Obj = (
                 {"running": {"startedAt": c.timestamp(side.started_at)}}
                 if side.state == "running"
@@ -722,10 +736,12 @@ class Kubelet:
         """Whether every container of the pod is ready."""
         if not rt.ready:
             return False
-        return all(
-            rt.sidecars.get(str(s.get("name")), SidecarRuntime()).ready
-            for s in (pod["spec"].get("containers") or [])[1:]
-        )
+        sidecars = rt.sidecars
+        for s in (pod["spec"].get("containers") or [])[1:]:
+            side = sidecars.get(str(s.get("name")))
+            if side is None or not side.ready:
+                return False
+        return True
 
 
 def throttled_share(utilization: float) -> float:
