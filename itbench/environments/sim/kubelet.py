@@ -122,9 +122,16 @@ class PodDemand:
     leak_bytes_per_second: float = 0.0
     extra_memory_bytes: float = 0.0
 
-
-IDLE = PodDemand()
-"""The demand of a pod that served nothing (shared: never modified)."""
+    def __init__(
+        self,
+        cpu_cores: float = 0.0,
+        leak_bytes_per_second: float = 0.0,
+        extra_memory_bytes: float = 0.0,
+    ) -> None:
+        """A pod's demand (written out: see "Compiled build" in docs/architecture.md)."""
+        self.cpu_cores = cpu_cores
+        self.leak_bytes_per_second = leak_bytes_per_second
+        self.extra_memory_bytes = extra_memory_bytes
 
 
 IDLE = PodDemand()

@@ -22,6 +22,11 @@ class LogLine:
     t: float
     line: str
 
+    def __init__(self, t: float, line: str) -> None:
+        """A log entry (written out: see "Compiled build" in docs/architecture.md)."""
+        self.t = t
+        self.line = line
+
 
 class LogStore(Protocol):
     """Anything that can hand log streams to the LogQL engine."""

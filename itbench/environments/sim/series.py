@@ -40,6 +40,21 @@ class Series:
     last_drop: int | None = None
     """Index of the last sample below the one before it (-1: none), kept like `last_nan`."""
 
+    def __init__(
+        self,
+        labels: dict[str, str],
+        timestamps: list[float] | None = None,
+        values: list[float] | None = None,
+        last_nan: int | None = None,
+        last_drop: int | None = None,
+    ) -> None:
+        """A series (written out: see "Compiled build" in docs/architecture.md)."""
+        self.labels = labels
+        self.timestamps = [] if timestamps is None else timestamps
+        self.values = [] if values is None else values
+        self.last_nan = last_nan
+        self.last_drop = last_drop
+
 
 def note_sample(series: Series, index: int, value: float) -> None:
     """Keep a tracked series' irregularity marks up to date for the sample just written at

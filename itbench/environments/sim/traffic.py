@@ -94,6 +94,12 @@ class Latency:
     tail: float = 0.0
     tail_ms: float = 0.0
 
+    def __init__(self, median_ms: float, tail: float = 0.0, tail_ms: float = 0.0) -> None:
+        """A latency (written out: see "Compiled build" in docs/architecture.md)."""
+        self.median_ms = median_ms
+        self.tail = tail
+        self.tail_ms = tail_ms
+
     def mean_ms(self) -> float:
         """Mean of the mixture (log-normal sigma 0.4)."""
         k = math.exp(0.08)
@@ -117,6 +123,19 @@ class OpStats:
     causes: list[tuple[float, str]] = field(default_factory=list)
     """(share of calls, error message) of the errors the operation returned."""
 
+    def __init__(
+        self,
+        rate: float = 0.0,
+        error: float = 0.0,
+        latency: Latency | None = None,
+        causes: list[tuple[float, str]] | None = None,
+    ) -> None:
+        """An operation's interval (written out, as `Latency`'s)."""
+        self.rate = rate
+        self.error = error
+        self.latency = Latency(1.0) if latency is None else latency
+        self.causes = [] if causes is None else causes
+
 
 @dataclass
 class EdgeStats:
@@ -131,6 +150,29 @@ class EdgeStats:
     latency: Latency = field(default_factory=lambda: Latency(1.0))
     reason: str = ""
     delay_ms: float = 0.0
+
+    def __init__(
+        self,
+        caller: str,
+        caller_op: str,
+        call: Call,
+        rate: float = 0.0,
+        net_fail: float = 0.0,
+        error: float = 0.0,
+        latency: Latency | None = None,
+        reason: str = "",
+        delay_ms: float = 0.0,
+    ) -> None:
+        """A call edge's interval (written out, as `Latency`'s)."""
+        self.caller = caller
+        self.caller_op = caller_op
+        self.call = call
+        self.rate = rate
+        self.net_fail = net_fail
+        self.error = error
+        self.latency = Latency(1.0) if latency is None else latency
+        self.reason = reason
+        self.delay_ms = delay_ms
 
 
 @dataclass
@@ -164,6 +206,22 @@ class _Route:
     callee_ok: float
     tampered: float = 0.0
     """Share of the requests that reach the callee with a body an HTTPChaos changed."""
+
+    def __init__(
+        self,
+        fail: float,
+        reason: str,
+        delay_ms: float,
+        timeout: bool,
+        callee_ok: float,
+        tampered: float = 0.0,
+    ) -> None:
+        self.fail = fail
+        self.reason = reason
+        self.delay_ms = delay_ms
+        self.timeout = timeout
+        self.callee_ok = callee_ok
+        self.tampered = tampered
 
 
 class TrafficModel:

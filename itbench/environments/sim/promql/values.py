@@ -23,6 +23,10 @@ NAME = "__name__"
 class _Scalar:
     value: float
 
+    def __init__(self, value: float) -> None:
+        # Written out: see "Compiled build" in docs/architecture.md.
+        self.value = value
+
 
 @dataclass(slots=True)
 class _String:
@@ -37,6 +41,16 @@ class _Vector:
     interned: bool = False
     """Whether every label set is an object the engine keeps for its label values (the same
     object whenever those values recur), so caches may key on its identity."""
+
+    def __init__(
+        self,
+        samples: list[tuple[Labels, float]],
+        keys: list[frozenset[tuple[str, str]]] | None = None,
+        interned: bool = False,
+    ) -> None:
+        self.samples = samples
+        self.keys = keys
+        self.interned = interned
 
 
 @dataclass(slots=True)
@@ -57,12 +71,20 @@ class _Matrix:
 _Value = _Scalar | _String | _Vector | _Matrix
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Context:
+    """What an evaluation is of: the query, the evaluation time and the range (never changed)."""
+
     query: str
     t: float
     start: float
     end: float
+
+    def __init__(self, query: str, t: float, start: float, end: float) -> None:
+        self.query = query
+        self.t = t
+        self.start = start
+        self.end = end
 
 
 def _key(labels: Labels) -> LabelKey:
