@@ -246,3 +246,28 @@ def test_log_timestamps_read_as_datetime_writes_them_to_the_millisecond() -> Non
     times += [start + k + f for k in range(0, 600, 13) for f in edges]
     times += [start + i / 1e6 for i in range(0, 2_000_000, 997)]
     assert [_iso(t) for t in times] == [written(t) for t in times]
+
+
+def test_a_names_selection_is_the_same_list_until_a_series_of_it_is_made_or_first_written() -> None:
+    from itbench.environments.sim.telemetry.store import TelemetryStore, _put
+
+    store = TelemetryStore()
+    a = store.handle((("__name__", "m"), ("pod", "a")))
+    _put(a, 1.0, 1.0)
+    first = store.select("m")
+    assert first == [a] and store.select("m") is first
+    b = store.handle((("__name__", "m"), ("pod", "b")))  # made, no sample yet
+    second = store.select("m")
+    assert second == [a] and store.select("m") is second
+    c, d = (store.handle((("__name__", "m"), ("pod", p))) for p in "cd")
+    assert store.share_timestamps([c, d])
+    grouped = store.select("m")
+    _put(b, 2.0, 1.0)  # b's first sample
+    assert store.select("m") == [a, b]
+    with_b = store.select("m")
+    c.timestamps.append(3.0)  # c and d share their timestamps: both have samples now
+    c.values.append(1.0)
+    d.values.append(1.0)
+    assert store.select("m") == [a, b, c, d] and grouped == [a]
+    assert store.select("none") == [] and store.select(None) == [a, b, c, d]
+    assert with_b == [a, b]  # a selection handed out is never changed afterwards

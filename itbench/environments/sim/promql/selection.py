@@ -99,10 +99,9 @@ class _SeriesSelector:
             return candidates
         cache_key = (name, *((m.name, str(m.op), m.value) for m in matchers.matchers))
         cached = self._matches.get(cache_key)
-        if (
-            cached is not None
-            and len(cached[0]) == len(candidates)
-            and all(map(is_, cached[0], candidates))
+        if cached is not None and (
+            cached[0] is candidates  # a store that hands out an unchanged selection as such
+            or (len(cached[0]) == len(candidates) and all(map(is_, cached[0], candidates)))
         ):
             return cached[1]
         predicates = [
@@ -266,13 +265,17 @@ class _SeriesSelector:
     def _group_of(self, labels: Labels, order: tuple[str, ...]) -> tuple[Any, Labels]:
         """The group key of a sample's labels under `by (order)` and the group's labels (one
         object per key: see `_Vector.interned`), as the generic aggregation keys them."""
-        if all(n in labels for n in order):
-            values = tuple(labels[n] for n in order)
-            key: Any = values[0] if len(order) == 1 else values
-            grouping = dict(zip(order, values, strict=True))
-        else:
-            key = tuple(map(labels.get, order))
-            grouping = {n: labels[n] for n in order if n in labels}
+        found: list[str | None] = []
+        grouping: Labels = {}
+        complete = True
+        for n in order:
+            value = labels.get(n)
+            found.append(value)
+            if value is None:
+                complete = False
+            else:
+                grouping[n] = value
+        key: Any = found[0] if complete and len(order) == 1 else tuple(found)
         interned = self._groupings.setdefault((order, key), grouping)
         return key, interned
 

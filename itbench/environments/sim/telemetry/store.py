@@ -44,6 +44,8 @@ class TelemetryStore:
         self._heads: list[SimSeries] | None = None
         """Every series without a group and the first of every group (None: to be rebuilt)."""
         self._changes: dict[str, list[float]] = {}
+        # Per name: how many series it had, those without samples then, and the selection.
+        self._selections: dict[str, tuple[int, list[SimSeries], list[SimSeries]]] = {}
 
     def __len__(self) -> int:
         """Number of series ever scraped."""
@@ -102,11 +104,29 @@ class TelemetryStore:
         return sorted(self._by_name)
 
     def select(self, name: str | None) -> Iterable[Series]:
-        """Series of a name (all when None) that have samples."""
-        pool: Iterable[SimSeries] = (
-            self._index.values() if name is None else self._by_name.get(name, ())
-        )
-        return [series for series in pool if series.timestamps]
+        """Series of a name (all when None) that have samples.
+
+        A name's selection is the same list object for as long as it is unchanged, so that
+        the engine knows it at once (callers must not modify it). A series never loses its
+        samples: the selection changes only when a series of the name is made, or one that had
+        no samples yet gets its first.
+        """
+        if name is None:
+            return [series for series in self._index.values() if series.timestamps]
+        pool = self._by_name.get(name)
+        if pool is None:
+            return []
+        cached = self._selections.get(name)
+        if (
+            cached is not None
+            and cached[0] == len(pool)
+            and not any(series.timestamps for series in cached[1])
+        ):
+            return cached[2]
+        selected = [series for series in pool if series.timestamps]
+        empty = [series for series in pool if not series.timestamps]
+        self._selections[name] = (len(pool), empty, selected)
+        return selected
 
     def mark_stale(self, t: float) -> None:
         """End every series that the scrape at time t did not write (staleness markers)."""
