@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
-from typing import Any
+from typing import Any, Final
 
 from itbench.core.shop import (
     COLLECTOR_KAFKA_BROKER,
@@ -86,6 +86,10 @@ _CALLEES_FIRST = _topological()
 _CALLERS_FIRST = list(reversed(_CALLEES_FIRST))
 
 
+_LOGNORMAL_MEAN: Final = math.exp(0.08)
+"""Mean over median of a log-normal with sigma 0.4 (exp(sigma^2 / 2))."""
+
+
 @dataclass
 class Latency:
     """A two-part latency distribution: body (weight 1 - tail) and tail, both log-normal."""
@@ -102,8 +106,7 @@ class Latency:
 
     def mean_ms(self) -> float:
         """Mean of the mixture (log-normal sigma 0.4)."""
-        k = math.exp(0.08)
-        return ((1 - self.tail) * self.median_ms + self.tail * self.tail_ms) * k
+        return ((1 - self.tail) * self.median_ms + self.tail * self.tail_ms) * _LOGNORMAL_MEAN
 
     def plus(self, other: Latency, count: float = 1.0) -> Latency:
         """This latency followed by `count` sequential calls of another."""

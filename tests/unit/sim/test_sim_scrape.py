@@ -15,6 +15,7 @@ from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
 from itbench.environments.sim.environment import DEFAULT_START, SCRAPE_SECONDS
 from itbench.environments.sim.promql import PromQLEngine
+from itbench.environments.sim.telemetry.collector import _cdf_key
 from itbench.environments.sim.telemetry.logs import _iso
 from itbench.environments.sim.traffic import Latency
 
@@ -90,8 +91,9 @@ def test_a_spans_duration_sum_is_its_own_latency_whatever_twins_ran_before() -> 
     first, second = Latency(100.02), Latency(100.04)
     twin = SimEnvironment(seed=3)
     scraper = twin._scraper  # the scraper's increments, which no API shows
-    a = scraper._increments_for(40, first)
-    b = scraper._increments_for(40, second)
+    a = scraper._increments_for(40, first, _cdf_key(first), first.mean_ms())
+    b = scraper._increments_for(40, second, _cdf_key(second), second.mean_ms())
+    assert _cdf_key(first) == _cdf_key(second)
     assert a[:-1] == b[:-1]
     assert a[-1] == 40 * first.mean_ms() and b[-1] == 40 * second.mean_ms()
     assert a[-1] != b[-1]

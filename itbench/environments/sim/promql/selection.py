@@ -62,6 +62,9 @@ class _SeriesSelector:
             tuple[int, tuple[str, ...]], tuple[Any, list[Series], list[int], list[Labels]]
         ] = {}
         self._groupings: dict[tuple[tuple[str, ...], Any], Labels] = {}
+        # Per selector (by identity, kept alive here): its metric name, the key of its matchers
+        # in `_matches` (None without matchers) and its matchers, read from the syntax tree once.
+        self._selectors: dict[int, tuple[Any, str | None, tuple[Any, ...] | None, list[Any]]] = {}
 
     # Selectors --------------------------------------------------------------------------------
 
@@ -83,30 +86,36 @@ class _SeriesSelector:
     def _select(self, selector: Any, ctx: _Context) -> list[Series]:
         """The series a selector selects, in store order. The list may be shared with later
         calls (the same object while the selection is unchanged): callers must not modify it."""
-        matchers = selector.matchers
-        if matchers.or_matchers:
-            raise PromQLError(
-                f"'or' inside a selector ({selector}) is not supported in query {ctx.query!r}"
-            )
-        name = selector.name
-        for matcher in matchers.matchers:
-            if name is None and matcher.name == NAME and matcher.op == pp.MatchOp.Equal:
-                name = matcher.value
+        entry = self._selectors.get(id(selector))
+        if entry is None or entry[0] is not selector:
+            matchers = selector.matchers
+            if matchers.or_matchers:
+                raise PromQLError(
+                    f"'or' inside a selector ({selector}) is not supported in query {ctx.query!r}"
+                )
+            name = selector.name
+            for matcher in matchers.matchers:
+                if name is None and matcher.name == NAME and matcher.op == pp.MatchOp.Equal:
+                    name = matcher.value
+            listed = list(matchers.matchers)
+            key = (name, *((m.name, str(m.op), m.value) for m in listed)) if listed else None
+            entry = (selector, name, key, listed)
+            if len(self._selectors) >= _MAX_PLANS:
+                self._selectors.clear()  # as the plans: an agent's queries keep no memory
+            self._selectors[id(selector)] = entry
+        _, name, cache_key, listed = entry
         candidates = self._store.select(name)
         if not isinstance(candidates, list):
             candidates = list(candidates)
-        if not matchers.matchers:
+        if cache_key is None:
             return candidates
-        cache_key = (name, *((m.name, str(m.op), m.value) for m in matchers.matchers))
         cached = self._matches.get(cache_key)
         if cached is not None and (
             cached[0] is candidates  # a store that hands out an unchanged selection as such
             or (len(cached[0]) == len(candidates) and all(map(is_, cached[0], candidates)))
         ):
             return cached[1]
-        predicates = [
-            (matcher.name, _matcher_predicate(matcher, ctx.query)) for matcher in matchers.matchers
-        ]
+        predicates = [(matcher.name, _matcher_predicate(matcher, ctx.query)) for matcher in listed]
         out: list[Series] = []
         for series in candidates:
             labels = series.labels

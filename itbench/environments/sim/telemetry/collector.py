@@ -147,6 +147,10 @@ class CollectorExporter(ClusterMetrics):
             self._pending_run = run
         server = self._pending_server
         label_sets = self._span_label_cache.setdefault(target, {})
+        uids = {
+            svc: [str(pod["metadata"].get("uid", "")) for pod in pods]
+            for svc, pods in serving.items()
+        }
         for (svc, name), stats in traffic.ops.items():
             spans = _SERVER_SPANS.get((svc, name))
             pods = serving.get(svc)
@@ -155,8 +159,10 @@ class CollectorExporter(ClusterMetrics):
             n = self._count(("srv", svc, name), stats.rate * dt)
             errors = self._count(("err", svc, name), n * stats.error) if stats.error > 0 else 0
             errors = min(errors, n)
-            for index, pod in enumerate(pods):
-                uid = str(pod["metadata"].get("uid", ""))
+            latency = stats.latency
+            shape = _cdf_key(latency)
+            mean_ms = latency.mean_ms()
+            for index, uid in enumerate(uids[svc]):
                 for (status, key), count in zip(
                     spans,
                     (_share(n - errors, len(pods), index), _share(errors, len(pods), index)),
@@ -175,7 +181,7 @@ class CollectorExporter(ClusterMetrics):
                         )
                     ):
                         continue
-                    increments = self._increments_for(count, stats.latency)
+                    increments = self._increments_for(count, latency, shape, mean_ms)
                     total = server.get(labels)
                     server[labels] = (
                         increments if total is None else list(map(add, total, increments))
@@ -194,8 +200,7 @@ class CollectorExporter(ClusterMetrics):
             errors = min(
                 n, self._count(("cer", caller, caller_op, callee, op_name), n * edge.error)
             )
-            for index, pod in enumerate(pods):
-                uid = str(pod["metadata"].get("uid", ""))
+            for index, uid in enumerate(uids[caller]):
                 ok_key = self._client_key(label_sets, target, caller, uid, span, client_kind, False)
                 client[ok_key] = client.get(ok_key, 0.0) + _share(n - errors, len(pods), index)
                 err_key = self._client_key(label_sets, target, caller, uid, span, client_kind, True)
@@ -298,11 +303,13 @@ class CollectorExporter(ClusterMetrics):
             self._span_instances[labels] = dict(labels).get("instance")
         return handles
 
-    def _increments_for(self, n: int, lat: Latency) -> list[float]:
+    def _increments_for(
+        self, n: int, lat: Latency, shape: tuple[float, float, float], mean_ms: float
+    ) -> list[float]:
         """A span's increments over an interval of n calls: calls, each bucket, +Inf, count and
-        sum (a new list). The counts depend on the latency only through its rounded shape, and
-        are shared; the sum is n times this latency's own mean."""
-        key = (n, _cdf_key(lat))
+        sum (a new list). The counts depend on the latency only through its rounded shape
+        (`_cdf_key`), and are shared; the sum is n times this latency's own mean (`mean_ms`)."""
+        key = (n, shape)
         counts = _INCREMENTS.get(key)
         if counts is None:
             cdf = self._cdf(lat)
@@ -311,7 +318,7 @@ class CollectorExporter(ClusterMetrics):
             counts += [float(n), float(n)]
             if len(_INCREMENTS) < 100_000:
                 _INCREMENTS[key] = counts
-        return [*counts, n * lat.mean_ms()]
+        return [*counts, n * mean_ms]
 
 
 def _span_labels(
