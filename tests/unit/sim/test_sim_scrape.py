@@ -273,3 +273,14 @@ def test_a_names_selection_is_the_same_list_until_a_series_of_it_is_made_or_firs
     assert store.select("m") == [a, b, c, d] and grouped == [a]
     assert store.select("none") == [] and store.select(None) == [a, b, c, d]
     assert with_b == [a, b]  # a selection handed out is never changed afterwards
+
+
+def test_every_stored_series_is_keyed_by_its_labels_in_store_order() -> None:
+    from itbench.environments.sim.telemetry.store import _sorted
+
+    env = SimEnvironment(seed=4)
+    env.provision()
+    env.advance(120)
+    keys = list(env.series_store._index)
+    assert any(k[0][1].endswith("_bucket") for k in keys)
+    assert all(key == _sorted(key) for key in keys)

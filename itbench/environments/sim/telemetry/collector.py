@@ -5,6 +5,7 @@ and the kafkametrics receiver's consumer lag."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from operator import add
 
 from itbench.core.alert_rules import KAFKA_LAG_METRIC
@@ -288,16 +289,21 @@ class CollectorExporter(ClusterMetrics):
         handles = self._span_handles.get(labels)
         if handles is None:
             prefix = "traces_span_metrics_duration_milliseconds"
+            # The span's labels are in store order (`_span_labels`), so each key is too, with
+            # the buckets' `le` in its place among them.
+            at = bisect_left([name for name, _ in labels], "le")
+            head, tail = labels[:at], labels[at:]
             keys = [(("__name__", "traces_span_metrics_calls_total"), *labels)]
             keys += [
-                (("__name__", f"{prefix}_bucket"), *labels, ("le", _le(le))) for le in BUCKETS_MS
+                (("__name__", f"{prefix}_bucket"), *head, ("le", _le(le)), *tail)
+                for le in BUCKETS_MS
             ]
-            keys += [(("__name__", f"{prefix}_bucket"), *labels, ("le", "+Inf"))]
+            keys += [(("__name__", f"{prefix}_bucket"), *head, ("le", "+Inf"), *tail)]
             keys += [
                 (("__name__", f"{prefix}_count"), *labels),
                 (("__name__", f"{prefix}_sum"), *labels),
             ]
-            handles = [self.store.handle(_sorted(k)) for k in keys]
+            handles = [self.store.handle(k) for k in keys]
             self.store.share_timestamps(handles)
             self._span_handles[labels] = handles
             self._span_instances[labels] = dict(labels).get("instance")
