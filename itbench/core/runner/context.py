@@ -3,6 +3,7 @@ reasons and owners a trial ends with, and the runner's timing constants."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -207,9 +208,10 @@ class TrialContext:
         return float(self.scenario.spec.desired_outcome.observation_window_seconds)
 
 
+@functools.lru_cache(maxsize=4096)
 def session_id_for(uid: str) -> str:
     """The id an agent knows a trial by: a digest of its uid, so that it names neither the
-    scenario nor the run (trial names do)."""
+    scenario nor the run (trial names do). Remembered: the trial's steps ask for it often."""
     return "trial-" + hashlib.sha256(uid.encode()).hexdigest()[:20]
 
 
