@@ -538,7 +538,9 @@ class WorkspaceEnvironment(ClusterEnvironment):
         """No call graph is modelled here."""
         return []
 
-    def events(self, kind: str | None = None, name: str | None = None) -> list[Obj]:
+    def events(
+        self, kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[Obj]:
         """No events: nothing runs."""
         return []
 

@@ -107,9 +107,12 @@ class Environment(Protocol):
         """The application's service call graph as (caller, callee) service names."""
         ...
 
-    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    def events(
+        self, kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         """Kubernetes Events in the application namespace, oldest first; given `kind` and
-        `name`, only those whose involved object is that one."""
+        `name`, only those whose involved object is that one. With `copy=False` they may be
+        the environment's own, to be read (never changed) before it changes again."""
         ...
 
     def pod_logs(self, pod: str, tail: int) -> list[str]:

@@ -188,7 +188,9 @@ class FakeShop:
     def service_calls(self) -> list[tuple[str, str]]:
         return [("frontend", "checkout"), ("checkout", "cart")]
 
-    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    def events(
+        self, kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         return []
 
     def pod_logs(self, pod: str, tail: int) -> list[str]:

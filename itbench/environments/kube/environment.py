@@ -836,8 +836,13 @@ class ClusterEnvironment:
         """The shop's service call graph."""
         return service_calls()
 
-    def events(self, kind: str | None = None, name: str | None = None) -> list[Json]:
-        """Kubernetes Events in the namespace, oldest first (of one object, given both)."""
+    def events(
+        self, kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[Json]:
+        """Kubernetes Events in the namespace, oldest first (of one object, given both).
+
+        Every answer is read from the cluster afresh, so `copy` changes nothing here.
+        """
         events = self._list("Event")
         if kind is not None and name is not None:
             events = [e for e in events if involves(e, kind, name)]

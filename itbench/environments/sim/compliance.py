@@ -489,7 +489,9 @@ class ComplianceEnvironment:
         """No call graph is modelled here."""
         return []
 
-    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    def events(
+        self, kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         """No events."""
         return []
 

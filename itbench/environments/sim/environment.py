@@ -475,13 +475,16 @@ class SimEnvironment:
         """The shop's service call graph as (caller, callee) pairs."""
         return service_calls()
 
-    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
-        """Kubernetes Events in the namespace, oldest first (of one object, given both)."""
+    def events(
+        self, kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
+        """Kubernetes Events in the namespace, oldest first (of one object, given both; copies
+        unless `copy=False`)."""
         self._require()
         events = self._cluster.events
         if kind is not None and name is not None:
             events = [e for e in events if involves(e, kind, name)]
-        return clone(events)
+        return clone(events) if copy else list(events)
 
     def pod_logs(self, pod: str, tail: int) -> list[str]:
         """The last lines of a pod's log (empty when logs are masked).

@@ -8,7 +8,14 @@ Each takes the session, the call's `Origin` and typed arguments, and raises the 
 
 from itbench.gateway.operations.act import act
 from itbench.gateway.operations.calls import Origin
-from itbench.gateway.operations.objects import describe, events, get, get_json, pod_logs
+from itbench.gateway.operations.objects import (
+    describe,
+    events,
+    events_json,
+    get,
+    get_json,
+    pod_logs,
+)
 from itbench.gateway.operations.observe import (
     alerts,
     instant_query,
@@ -30,6 +37,7 @@ __all__ = [
     "alerts",
     "describe",
     "events",
+    "events_json",
     "finished",
     "get",
     "get_json",

@@ -159,13 +159,41 @@ def events(
     session: TrialSession, origin: Origin, kind: str | None = None, name: str | None = None
 ) -> EventList:
     """`kubectl get events`: events in the trial's namespace, optionally of one object."""
+    return _events(session, origin, kind, name, _same_events, copy=True)
+
+
+def events_json(
+    session: TrialSession, origin: Origin, kind: str | None = None, name: str | None = None
+) -> bytes:
+    """`kubectl get events` as the JSON document of an `EventList`, written under the session's
+    lock (as `get_json`), so the environment's events are read in place instead of copied."""
+    return _events(session, origin, kind, name, _events_document, copy=False)
+
+
+def _same_events(result: EventList) -> EventList:
+    return result
+
+
+def _events_document(result: EventList) -> bytes:
+    return result.model_dump_json(by_alias=True).encode()
+
+
+def _events(
+    session: TrialSession,
+    origin: Origin,
+    kind: str | None,
+    name: str | None,
+    finish: Callable[[EventList], T],
+    *,
+    copy: bool,
+) -> T:
     with audited(session, origin, "observe.kubectl.events", session.virtual_cost.observation):
         found = [
             e
-            for e in session.env.events()
+            for e in session.env.events(copy=copy)
             if (e.get("metadata") or {}).get("namespace") in (None, session.namespace)
         ]
         if kind and name:
             found = kubectl.events_for(found, kubectl.canonical_kind(kind), name)
         found = found[-MAX_ITEMS:]
-        return EventList(items=found, text=kubectl.render_events(found))
+        return finish(EventList(items=found, text=kubectl.render_events(found)))

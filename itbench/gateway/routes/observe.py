@@ -181,6 +181,7 @@ def _kubectl(routes: APIRouter, endpoint: Endpoint) -> None:
         session: SessionDep,
         kind: Annotated[str | None, Query(description="Only events of this kind...")] = None,
         name: Annotated[str | None, Query(description="...and this object name.")] = None,
-    ) -> EventList:
+    ) -> Response:
         """`kubectl get events`: events in the trial's namespace."""
-        return operations.events(session, origin(request), kind, name)
+        body = operations.events_json(session, origin(request), kind, name)
+        return Response(body, media_type="application/json")

@@ -225,7 +225,9 @@ class FakeEnvironment:
     def service_calls(self) -> list[tuple[str, str]]:
         return [("frontend", "cart")]
 
-    def events(self, kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    def events(
+        self, kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         if not self.broken():
             return []
         return [

@@ -134,7 +134,9 @@ def test_environment_and_unexpected_failures_are_server_errors(
     def unreachable(query: str, time: object) -> dict[str, object]:
         raise EnvironmentFailure("prometheus is unreachable")
 
-    def boom(kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    def boom(
+        kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         raise RuntimeError("boom")
 
     session.env.query_metrics = unreachable  # type: ignore[method-assign]

@@ -215,7 +215,9 @@ def test_an_environment_failure_is_a_503_and_audited(gw: Gateway) -> None:
 def test_an_unexpected_failure_is_a_500_problem_and_audited(gw: Gateway) -> None:
     session = gw.open("t1")
 
-    def broken(kind: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    def broken(
+        kind: str | None = None, name: str | None = None, *, copy: bool = True
+    ) -> list[dict[str, Any]]:
         raise RuntimeError("boom")
 
     session.env.events = broken  # type: ignore[method-assign]
@@ -280,5 +282,27 @@ def test_kubectl_get_answers_the_state_before_the_calls_own_time_passes(gw: Gate
         answer = client.get("pods")
         assert answer.items == before
         if env.now() != start and env.get_objects("Pod") != before:
+            ticked_with_changes += 1
+    assert ticked_with_changes > 0
+
+
+def test_kubectl_events_answers_the_events_before_the_calls_own_time_passes(gw: Gateway) -> None:
+    """Events too are written out in place under the session's lock (repeats of an event bump
+    its count while the call's virtual cost passes): the answer is what the call saw."""
+    from itbench.gateway.operations.objects import MAX_ITEMS
+
+    session = gw.open_sim("ticking-events")
+    session.virtual_time = True
+    env = session.env
+    env.inject("crash", get_fault("kubernetes.invalid-command").changes({"workload": "cart"}, NS))
+    client = gw.client(session)
+    ticked_with_changes = 0
+    for _ in range(40):
+        before = env.events()
+        start = env.now()
+        answer = client.events()
+        assert answer.items == before[-MAX_ITEMS:]
+        assert answer.text and "BackOff" in answer.text
+        if env.now() != start and env.events() != before:
             ticked_with_changes += 1
     assert ticked_with_changes > 0
