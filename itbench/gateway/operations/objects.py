@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from itbench.gateway import guardrails, kubectl
 from itbench.gateway.errors import BadInputError, FieldError, NotFoundError, bounded, refusal_error
 from itbench.gateway.operations.calls import Origin, audited
@@ -14,6 +16,7 @@ from itbench.gateway.schemas import EventList, KubectlDescribe, KubectlGet, PodL
 from itbench.gateway.sessions import TrialSession
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 MAX_ITEMS = 500
 """The most objects or events one read returns."""
@@ -90,11 +93,11 @@ def get_json(
     return _get(session, origin, kind, name, namespace, _json, copy=False)
 
 
-def _same(result: KubectlGet) -> KubectlGet:
+def _same(result: M) -> M:
     return result
 
 
-def _json(result: KubectlGet) -> bytes:
+def _json(result: BaseModel) -> bytes:
     return result.model_dump_json(by_alias=True).encode()
 
 
@@ -159,7 +162,7 @@ def events(
     session: TrialSession, origin: Origin, kind: str | None = None, name: str | None = None
 ) -> EventList:
     """`kubectl get events`: events in the trial's namespace, optionally of one object."""
-    return _events(session, origin, kind, name, _same_events, copy=True)
+    return _events(session, origin, kind, name, _same, copy=True)
 
 
 def events_json(
@@ -167,15 +170,7 @@ def events_json(
 ) -> bytes:
     """`kubectl get events` as the JSON document of an `EventList`, written under the session's
     lock (as `get_json`), so the environment's events are read in place instead of copied."""
-    return _events(session, origin, kind, name, _events_document, copy=False)
-
-
-def _same_events(result: EventList) -> EventList:
-    return result
-
-
-def _events_document(result: EventList) -> bytes:
-    return result.model_dump_json(by_alias=True).encode()
+    return _events(session, origin, kind, name, _json, copy=False)
 
 
 def _events(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from gateway_fakes import NS, Gateway
 
-from itbench.client import ITBenchAPIError
+from itbench.client import ITBenchAPIError, ITBenchClient
 from itbench.core.faults import get_fault
 from itbench.core.models.base import TelemetryToggles
 from itbench.environments.port import EnvironmentFailure
@@ -267,14 +267,20 @@ def test_a_rejected_query_body_is_a_problem_and_lands_on_the_audit_trail(
     assert entry.reason == response.json()["detail"]
 
 
-def test_kubectl_get_answers_the_state_before_the_calls_own_time_passes(gw: Gateway) -> None:
-    """Over HTTP the objects are written out in place, under the session's lock; the answer is
-    still the state the call saw, never one a tick during its virtual cost produced."""
-    session = gw.open_sim("ticking")
+def _crash_looping_twin(gw: Gateway, trial: str) -> tuple[Any, ITBenchClient]:
+    """A twin on virtual time whose cart crash-loops (its pods and events change every tick),
+    and a client of its session."""
+    session = gw.open_sim(trial)
     session.virtual_time = True
     env = session.env
     env.inject("crash", get_fault("kubernetes.invalid-command").changes({"workload": "cart"}, NS))
-    client = gw.client(session)
+    return env, gw.client(session)
+
+
+def test_kubectl_get_answers_the_state_before_the_calls_own_time_passes(gw: Gateway) -> None:
+    """Over HTTP the objects are written out in place, under the session's lock; the answer is
+    still the state the call saw, never one a tick during its virtual cost produced."""
+    env, client = _crash_looping_twin(gw, "ticking")
     ticked_with_changes = 0
     for _ in range(40):
         before = clone(env.get_objects("Pod"))
@@ -291,11 +297,7 @@ def test_kubectl_events_answers_the_events_before_the_calls_own_time_passes(gw: 
     its count while the call's virtual cost passes): the answer is what the call saw."""
     from itbench.gateway.operations.objects import MAX_ITEMS
 
-    session = gw.open_sim("ticking-events")
-    session.virtual_time = True
-    env = session.env
-    env.inject("crash", get_fault("kubernetes.invalid-command").changes({"workload": "cart"}, NS))
-    client = gw.client(session)
+    env, client = _crash_looping_twin(gw, "ticking-events")
     ticked_with_changes = 0
     for _ in range(40):
         before = env.events()

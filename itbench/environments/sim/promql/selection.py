@@ -93,11 +93,11 @@ class _SeriesSelector:
                 raise PromQLError(
                     f"'or' inside a selector ({selector}) is not supported in query {ctx.query!r}"
                 )
+            listed = list(matchers.matchers)
             name = selector.name
-            for matcher in matchers.matchers:
+            for matcher in listed:
                 if name is None and matcher.name == NAME and matcher.op == pp.MatchOp.Equal:
                     name = matcher.value
-            listed = list(matchers.matchers)
             key = (name, *((m.name, str(m.op), m.value) for m in listed)) if listed else None
             entry = (selector, name, key, listed)
             if len(self._selectors) >= _MAX_PLANS:
