@@ -284,3 +284,30 @@ def test_every_stored_series_is_keyed_by_its_labels_in_store_order() -> None:
     keys = list(env.series_store._index)
     assert any(k[0][1].endswith("_bucket") for k in keys)
     assert all(key == _sorted(key) for key in keys)
+
+
+def test_every_span_series_is_one_span_keys_and_its_key_knows_it_was_written() -> None:
+    # The collector keeps the counts pending export by span key, one key per label set, and
+    # tells whether a span's series exist from its key rather than from the store: both hold
+    # only if each calls series in the store is exactly one written key's.
+    env = SimEnvironment(seed=5)
+    env.provision()
+    env.inject("f", get_fault("flagd.payment-failure").changes({"percent": 50}, env.namespace))
+    env.advance(300)
+    env.remove("f")
+    env.advance(120)
+    keys = [key for spans in env._scraper._span_keys.values() for key in spans.values()]
+    labels = [key.labels for key in keys]
+    assert len(set(labels)) == len(labels)
+    calls = ("__name__", "traces_span_metrics_calls_total")
+    written = {
+        key.labels if key.labels[0] == calls else (calls, *key.labels)
+        for key in keys
+        if key.handles is not None
+    }
+    stored = {key for key in env.series_store._index if key[0] == calls}
+    assert written == stored
+    errors = {key for key in keys if dict(key.labels)["status_code"] == "STATUS_CODE_ERROR"}
+    # Error series exist for the spans that failed, and only for those.
+    assert any(key.handles is not None for key in errors)
+    assert any(key.handles is None for key in errors)

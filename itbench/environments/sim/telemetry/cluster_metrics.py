@@ -80,13 +80,16 @@ class ClusterMetrics(ScraperState):
         c = self.cluster
         ns = ("namespace", c.namespace)
         for d in c.of_kind("Deployment"):
-            name = ("deployment", d["metadata"]["name"])
+            deployment = str(d["metadata"]["name"])
+            handles = self._deployment_handles.get(deployment)
+            if handles is None:
+                name = ("deployment", deployment)
+                handles = [self._ksm_series(metric, (name, ns)) for metric, _ in _DEPLOYMENT_SERIES]
+                self._deployment_handles[deployment] = handles
             st = d.get("status") or {}
-            self._ksm(
-                t, "kube_deployment_spec_replicas", (name, ns), float(d["spec"].get("replicas", 1))
-            )
-            for metric, field_name in _DEPLOYMENT_SERIES[1:]:
-                self._ksm(t, metric, (name, ns), float(st.get(field_name, 0)))
+            _put(handles[0], t, float(d["spec"].get("replicas", 1)))
+            for series, (_, field_name) in zip(handles[1:], _DEPLOYMENT_SERIES[1:], strict=True):
+                _put(series, t, float(st.get(field_name, 0)))
         for pod in c.of_kind("Pod"):
             self._pod_series(t, pod, c.runtime.get(pod["metadata"]["name"]))
         for h in c.of_kind("HorizontalPodAutoscaler"):
@@ -120,79 +123,98 @@ class ClusterMetrics(ScraperState):
                     self._ksm(t, "kube_resourcequota", labels, amount)
 
     def _pod_series(self, t: float, pod: Obj, rt: ContainerRuntime | None) -> None:
+        # Series handles are found by the values their labels are made of: a scrape builds no
+        # label sets for the series it has written before.
         c = self.cluster
-        ns = ("namespace", c.namespace)
-        name = str(pod["metadata"]["name"])
-        p = ("pod", name)
-        uid = ("uid", str(pod["metadata"].get("uid", "")))
-        node = ("node", str(pod["spec"].get("nodeName", "")))
+        meta, spec, status = pod["metadata"], pod["spec"], pod["status"]
+        name = str(meta["name"])
+        uid = str(meta.get("uid", ""))
+        node = str(spec.get("nodeName", ""))
         ready = bool(rt is not None and c.pod_ready(pod))
-        fixed = self._pod_handles.get((ns, p, uid))
+        fixed = self._pod_handles.get((name, uid))
         if fixed is None:
+            labels = (("namespace", c.namespace), ("pod", name), ("uid", uid))
             fixed = [
-                self._ksm_series("kube_pod_status_ready", (("condition", condition), ns, p, uid))
+                self._ksm_series("kube_pod_status_ready", (("condition", condition), *labels))
                 for condition in ("true", "false", "unknown")
             ]
             fixed += [
-                self._ksm_series("kube_pod_status_phase", (ns, ("phase", ph), p, uid))
+                self._ksm_series(
+                    "kube_pod_status_phase", (labels[0], ("phase", ph), labels[1], labels[2])
+                )
                 for ph in _PHASES
             ]
-            self._pod_handles[(ns, p, uid)] = fixed
+            self._pod_handles[(name, uid)] = fixed
         for series, value in zip(fixed, (ready, not ready, False), strict=False):
             _put(series, t, float(value))
-        phase = pod["status"].get("phase", "Pending")
+        phase = status.get("phase", "Pending")
         for series, ph in zip(fixed[3:], _PHASES, strict=True):
             _put(series, t, 1.0 if ph == phase else 0.0)
-        info = tuple(
-            (k, v)
-            for k, v in (
-                ("created_by_kind", _owner_kind(pod)),
-                ("created_by_name", _owner(pod)),
-                ("host_ip", str(pod["status"].get("hostIP", ""))),
-                ("host_network", str(bool(pod["spec"].get("hostNetwork"))).lower()),
-                ns,
-                node,
-                p,
-                ("pod_ip", str(pod["status"].get("podIP", ""))),
-                ("priority_class", str(pod["spec"].get("priorityClassName") or "")),
-                uid,
-            )
-            if v  # Prometheus stores no label with an empty value
+        info = (
+            name,
+            uid,
+            _owner_kind(pod),
+            _owner(pod),
+            str(status.get("hostIP", "")),
+            bool(spec.get("hostNetwork")),
+            node,
+            str(status.get("podIP", "")),
+            str(spec.get("priorityClassName") or ""),
         )
-        self._ksm(t, "kube_pod_info", info, 1.0)
-        statuses = {s["name"]: s for s in pod["status"].get("containerStatuses") or []}
-        for container in pod["spec"].get("containers") or []:
-            cname = ("container", str(container.get("name", "")))
-            status = statuses.get(cname[1], {})
-            base = (cname, ns, p, uid)
-            per_container = self._container_handles.get(base)
+        info_series = self._info_handles.get(info)
+        if info_series is None:
+            info_labels = tuple(
+                (k, v)
+                for k, v in (
+                    ("created_by_kind", info[2]),
+                    ("created_by_name", info[3]),
+                    ("host_ip", info[4]),
+                    ("host_network", str(info[5]).lower()),
+                    ("namespace", c.namespace),
+                    ("node", node),
+                    ("pod", name),
+                    ("pod_ip", info[7]),
+                    ("priority_class", info[8]),
+                    ("uid", uid),
+                )
+                if v  # Prometheus stores no label with an empty value
+            )
+            info_series = self._ksm_series("kube_pod_info", info_labels)
+            self._info_handles[info] = info_series
+        _put(info_series, t, 1.0)
+        statuses = {s["name"]: s for s in status.get("containerStatuses") or []}
+        for container in spec.get("containers") or []:
+            cname = str(container.get("name", ""))
+            container_status = statuses.get(cname, {})
+            per_container = self._container_handles.get((name, uid, cname))
             if per_container is None:
+                base = self._container_base(cname, name, uid)
                 per_container = [self._ksm_series(m, base) for m in _CONTAINER_SERIES]
-                self._container_handles[base] = per_container
+                self._container_handles[(name, uid, cname)] = per_container
             restarts, ready_series, running = per_container
-            _put(restarts, t, float(status.get("restartCount", 0)))
-            _put(ready_series, t, float(bool(status.get("ready"))))
-            state = status.get("state") or {}
+            _put(restarts, t, float(container_status.get("restartCount", 0)))
+            _put(ready_series, t, float(bool(container_status.get("ready"))))
+            state = container_status.get("state") or {}
             _put(running, t, float("running" in state))
             waiting = state.get("waiting")
             if waiting and waiting.get("reason"):
                 self._ksm(
                     t,
                     "kube_pod_container_status_waiting_reason",
-                    (*base, ("reason", str(waiting["reason"]))),
+                    (*self._container_base(cname, name, uid), ("reason", str(waiting["reason"]))),
                     1.0,
                 )
-            last = (status.get("lastState") or {}).get("terminated")
+            last = (container_status.get("lastState") or {}).get("terminated")
             if last and last.get("reason"):
                 self._ksm(
                     t,
                     "kube_pod_container_status_last_terminated_reason",
-                    (*base, ("reason", str(last["reason"]))),
+                    (*self._container_base(cname, name, uid), ("reason", str(last["reason"]))),
                     1.0,
                 )
-            self._resources(t, container, base, node, "kube_pod_container_resource")
-        for init in pod["status"].get("initContainerStatuses") or []:
-            base = (("container", str(init.get("name", ""))), ns, p, uid)
+            self._resources(t, container, name, uid, cname, node)
+        for init in status.get("initContainerStatuses") or []:
+            base = self._container_base(str(init.get("name", "")), name, uid)
             self._ksm(
                 t,
                 "kube_pod_init_container_status_restarts_total",
@@ -210,14 +232,19 @@ class ClusterMetrics(ScraperState):
                     1.0,
                 )
 
+    def _container_base(self, container: str, pod: str, uid: str) -> tuple[tuple[str, str], ...]:
+        """The labels kube-state-metrics gives a container's series."""
+        return (
+            ("container", container),
+            ("namespace", self.cluster.namespace),
+            ("pod", pod),
+            ("uid", uid),
+        )
+
     def _resources(
-        self,
-        t: float,
-        container: Obj,
-        base: tuple[tuple[str, str], ...],
-        node: tuple[str, str],
-        prefix: str,
+        self, t: float, container: Obj, pod: str, uid: str, name: str, node: str
     ) -> None:
+        """A container's `kube_pod_container_resource_requests` and `_limits` series."""
         resources = container.get("resources") or {}
         requests = resources.get("requests") or {}
         limits = resources.get("limits") or {}
@@ -229,7 +256,7 @@ class ClusterMetrics(ScraperState):
         )
         # The series and amounts are functions of the labels and the quantities as written:
         # found and parsed once per distinct set, not every scrape.
-        key = (prefix, base, node, *((r.__class__, r) for r in raws))
+        key = (pod, uid, name, node, *((r.__class__, r) for r in raws))
         cacheable = True
         try:
             written = self._resource_handles.get(key)
@@ -237,6 +264,7 @@ class ClusterMetrics(ScraperState):
             cacheable, written = False, None
         if written is None:
             written = []
+            base = self._container_base(name, pod, uid)
             for (section, resource, unit, parse), raw in zip(_RESOURCE_FIELDS, raws, strict=True):
                 if raw is None:
                     continue
@@ -244,8 +272,10 @@ class ClusterMetrics(ScraperState):
                     amount = parse(raw)
                 except ValueError:
                     continue
-                labels = (*base, node, ("resource", resource), ("unit", unit))
-                written.append((self._ksm_series(f"{prefix}_{section}", labels), amount))
+                labels = (*base, ("node", node), ("resource", resource), ("unit", unit))
+                written.append(
+                    (self._ksm_series(f"kube_pod_container_resource_{section}", labels), amount)
+                )
             if cacheable:
                 self._resource_handles[key] = written
         for series, amount in written:
@@ -255,45 +285,43 @@ class ClusterMetrics(ScraperState):
     def _cadvisor(self, t: float) -> None:
         c = self.cluster
         for pod in c.of_kind("Pod"):
-            rt = c.runtime.get(pod["metadata"]["name"])
+            pname = str(pod["metadata"]["name"])
+            rt = c.runtime.get(pname)
             if rt is None or not pod["spec"].get("nodeName") or not rt.container_ids:
                 continue
-            uid = str(pod["metadata"].get("uid", "")).replace("-", "_")
-            ns = ("namespace", c.namespace)
-            p = ("pod", str(pod["metadata"]["name"]))
-            cgroup = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice"
+            uid = str(pod["metadata"].get("uid", ""))
             container = main_container(pod["spec"])
             cname = str(container.get("name", ""))
             running = rt.state == "running"
             ws = float(round(rt.working_set if running else 0.0))
             # The pod's own cgroup (container="" and no image) and the application container's.
-            pod_handles = self._cgroup_handles.get((cgroup, "", "", "", p[1]))
+            # Handles are found by what their labels are made of, so that a scrape builds no
+            # label strings for the series it has written before.
+            pod_handles = self._cgroup_handles.get((uid, pname))
             if pod_handles is None:
-                pod_base = (("container", ""), ("id", cgroup), ("image", ""), ("name", ""), ns, p)
-                pod_handles = self._cgroup_series(pod_base)
-                self._cgroup_handles[(cgroup, "", "", "", p[1])] = pod_handles
+                pod_handles = self._cgroup_series(self._cgroup_base(uid, pname, "", None, ""))
+                self._cgroup_handles[(uid, pname)] = pod_handles
             _put(pod_handles[0], t, ws)
             _put(pod_handles[1], t, rt.cpu_seconds)
             # A container's cgroup counts from its own start (the pod's cgroup counts on across
             # restarts); an exited container's cgroup keeps its counts while cAdvisor still
             # reports it.
             counters = (rt.cpu_seconds, rt.cfs_periods, rt.cfs_throttled)
-            before = self._pod_counters.get(p[1], (0.0, 0.0, 0.0))
-            self._pod_counters[p[1]] = counters
+            before = self._pod_counters.get(pname, (0.0, 0.0, 0.0))
+            self._pod_counters[pname] = counters
             for cid, _started, ended in rt.container_ids:
                 alive = ended == 0.0
                 if not alive and t - ended > OLD_CONTAINER_SECONDS:
                     continue
-                container_id = f"{cid:064x}"[-64:]
                 image = str(rt.image or container.get("image", ""))
                 if alive and not running:
                     continue
-                own = self._containers.get((p[1], cid))
+                own = self._containers.get((pname, cid))
                 if own is None:
                     if not alive:
                         continue  # exited before any scrape saw it
                     own = [*before, 0.0, 0.0, 0.0, 0.0]
-                    self._containers[(p[1], cid)] = own
+                    self._containers[(pname, cid)] = own
                 if alive:
                     own[3] = ws
                     own[4] = counters[0] - own[0]
@@ -301,36 +329,50 @@ class ClusterMetrics(ScraperState):
                     own[6] = counters[2] - own[2]
                 else:
                     own[3] = 0.0  # its processes are gone
-                base = (
-                    ("container", cname),
-                    ("id", f"{cgroup}/cri-containerd-{container_id}.scope"),
-                    ("image", image),
-                    ("name", container_id),
-                    ns,
-                    p,
-                )
-                cache_key = (cgroup, cname, container_id, image, p[1])
+                cache_key = (uid, pname, cid, cname, image)
                 handles = self._cgroup_handles.get(cache_key)
                 if handles is None:
-                    handles = self._cgroup_series(base)
+                    handles = self._cgroup_series(self._cgroup_base(uid, pname, cname, cid, image))
                     self._cgroup_handles[cache_key] = handles
                 _put(handles[0], t, own[3])
                 _put(handles[1], t, own[4])
                 if cpu_limit_of(container) is not None:
-                    self._set(
-                        (("__name__", "container_cpu_cfs_periods_total"), *base, *KUBELET_TARGET),
-                        t,
-                        float(int(own[5])),
-                    )
-                    self._set(
-                        (
-                            ("__name__", "container_cpu_cfs_throttled_periods_total"),
-                            *base,
-                            *KUBELET_TARGET,
-                        ),
-                        t,
-                        float(int(own[6])),
-                    )
+                    cfs = self._cfs_handles.get(cache_key)
+                    if cfs is None:
+                        base = self._cgroup_base(uid, pname, cname, cid, image)
+                        cfs = [
+                            self._series((("__name__", name), *base, *KUBELET_TARGET))
+                            for name in (
+                                "container_cpu_cfs_periods_total",
+                                "container_cpu_cfs_throttled_periods_total",
+                            )
+                        ]
+                        self._cfs_handles[cache_key] = cfs
+                    _put(cfs[0], t, float(int(own[5])))
+                    _put(cfs[1], t, float(int(own[6])))
+
+    def _cgroup_base(
+        self, uid: str, pod: str, container: str, cid: int | None, image: str
+    ) -> tuple[tuple[str, str], ...]:
+        """The labels cAdvisor gives a cgroup: a pod's own (cid None) or one of its
+        containers'."""
+        cgroup = (
+            "/kubepods.slice/kubepods-burstable.slice/"
+            f"kubepods-burstable-pod{uid.replace('-', '_')}.slice"
+        )
+        if cid is None:
+            cgroup_id, name = cgroup, ""
+        else:
+            name = f"{cid:064x}"[-64:]
+            cgroup_id = f"{cgroup}/cri-containerd-{name}.scope"
+        return (
+            ("container", container),
+            ("id", cgroup_id),
+            ("image", image),
+            ("name", name),
+            ("namespace", self.cluster.namespace),
+            ("pod", pod),
+        )
 
     def _cgroup_series(self, base: tuple[tuple[str, str], ...]) -> list[SimSeries]:
         """A cgroup's working-set and CPU usage series (the ones cAdvisor always writes)."""

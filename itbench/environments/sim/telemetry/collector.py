@@ -20,6 +20,7 @@ from itbench.environments.sim.objects import Obj, main_container
 from itbench.environments.sim.registry import image_program
 from itbench.environments.sim.series import note_sample
 from itbench.environments.sim.telemetry.cluster_metrics import ClusterMetrics, _owner
+from itbench.environments.sim.telemetry.state import SpanKey
 from itbench.environments.sim.telemetry.store import SimSeries, _changed, _count_before, _sorted
 from itbench.environments.sim.telemetry.traces import SERVICE_NAMESPACE, SIGMA, client_span_name
 from itbench.environments.sim.traffic import Latency, TrafficState
@@ -147,7 +148,7 @@ class CollectorExporter(ClusterMetrics):
             self._pending_server, self._pending_client = {}, {}
             self._pending_run = run
         server = self._pending_server
-        label_sets = self._span_label_cache.setdefault(target, {})
+        spans_of = self._span_keys.setdefault(target, {})
         uids = {
             svc: [str(pod["metadata"].get("uid", "")) for pod in pods]
             for svc, pods in serving.items()
@@ -169,22 +170,22 @@ class CollectorExporter(ClusterMetrics):
                     (_share(n - errors, len(pods), index), _share(errors, len(pods), index)),
                     strict=True,
                 ):
-                    labels = label_sets.get((uid, key))
-                    if labels is None:
-                        labels = _span_labels(target, svc, uid, key[1], key[2], status)
-                        label_sets[(uid, key)] = labels
+                    span = spans_of.get((uid, key))
+                    if span is None:
+                        span = SpanKey(_span_labels(target, svc, uid, key[1], key[2], status))
+                        spans_of[(uid, key)] = span
+                    # An error series is exported from its first error on (a span's series
+                    # are written only by this span, so it exists once it has handles).
                     if (
                         not count
                         and status == "STATUS_CODE_ERROR"
-                        and labels not in server
-                        and not self.store.has(
-                            (("__name__", "traces_span_metrics_calls_total"), *labels)
-                        )
+                        and span.handles is None
+                        and span not in server
                     ):
                         continue
                     increments = self._increments_for(count, latency, shape, mean_ms)
-                    total = server.get(labels)
-                    server[labels] = (
+                    total = server.get(span)
+                    server[span] = (
                         increments if total is None else list(map(add, total, increments))
                     )
         client = self._pending_client
@@ -196,18 +197,20 @@ class CollectorExporter(ClusterMetrics):
             client_kind = (
                 "SPAN_KIND_PRODUCER" if edge.call.service == "kafka" else "SPAN_KIND_CLIENT"
             )
-            span = client_span_name(caller, edge.call)
+            span_name = client_span_name(caller, edge.call)
             n = self._count(("cli", caller, caller_op, callee, op_name), edge.rate * dt)
             errors = min(
                 n, self._count(("cer", caller, caller_op, callee, op_name), n * edge.error)
             )
             for index, uid in enumerate(uids[caller]):
-                ok_key = self._client_key(label_sets, target, caller, uid, span, client_kind, False)
-                client[ok_key] = client.get(ok_key, 0.0) + _share(n - errors, len(pods), index)
-                err_key = self._client_key(label_sets, target, caller, uid, span, client_kind, True)
+                ok = self._client_key(spans_of, target, caller, uid, span_name, client_kind, False)
+                client[ok] = client.get(ok, 0.0) + _share(n - errors, len(pods), index)
+                failed = self._client_key(
+                    spans_of, target, caller, uid, span_name, client_kind, True
+                )
                 err = _share(errors, len(pods), index)
-                if err or err_key in client or self.store.has(err_key):
-                    client[err_key] = client.get(err_key, 0.0) + err
+                if err or failed.handles is not None or failed in client:
+                    client[failed] = client.get(failed, 0.0) + err
 
     def _write_spans(self, t: float, target: tuple[tuple[str, str], ...]) -> None:
         """Write the collector exporter's span series at a scrape: every count so far."""
@@ -218,18 +221,18 @@ class CollectorExporter(ClusterMetrics):
             self._collector_restarts
         )
         self._exporter_runs[instance] = self._collector_restarts
-        server: dict[tuple[tuple[str, str], ...], list[float]] = {}
-        client: dict[tuple[tuple[str, str], ...], float] = {}
+        server: dict[SpanKey, list[float]] = {}
+        client: dict[SpanKey, float] = {}
         if self._pending_run == (instance, self._collector_restarts):
             server, client = self._pending_server, self._pending_client
         self._pending_server, self._pending_client = {}, {}
         # The connector keeps exporting every series it has seen (cumulative, no expiry), so a
         # service that stops serving keeps constant series: their rate falls to zero.
-        for labels, exporter in list(self._span_instances.items()):
-            if exporter == instance and labels not in server:
-                server[labels] = [0.0] * (len(BUCKETS_MS) + 4)
-        for labels, increments in server.items():
-            handles = self._span_handles_for(labels)
+        for span in self._server_spans:
+            if span.instance == instance and span not in server:
+                server[span] = [0.0] * (len(BUCKETS_MS) + 4)
+        for span, increments in server.items():
+            handles = self._span_handles_for(span)
             ts = handles[0].timestamps
             if handles[0].group is handles and not (ts and ts[-1] == t):
                 ts.append(t)  # shared by every series of the span
@@ -256,38 +259,46 @@ class CollectorExporter(ClusterMetrics):
                 note_sample(series, len(values) - 1, values[-1])
                 if len(values) < 2 or values[-1] != values[-2]:
                     _changed(series, t)
-        for key in self._client_keys.get(instance, ()):
-            if key not in client:
-                client[key] = 0.0
-        for series_key, inc in client.items():
-            self._add(series_key, t, inc, restarted)
-            self._client_keys.setdefault(instance, set()).add(series_key)
+        written = self._client_keys.setdefault(instance, set())
+        for span in written:
+            if span not in client:
+                client[span] = 0.0
+        for span, inc in client.items():
+            calls = span.handles
+            if calls is None:
+                calls = [self._series(span.labels)]
+                span.handles = calls
+            self._add(calls[0], t, inc, restarted)
+            written.add(span)
 
     @staticmethod
     def _client_key(
-        label_sets: dict[tuple[object, ...], tuple[tuple[str, str], ...]],
+        spans_of: dict[tuple[object, ...], SpanKey],
         target: tuple[tuple[str, str], ...],
         caller: str,
         uid: str,
         span: str,
         kind: str,
         error: bool,
-    ) -> tuple[tuple[str, str], ...]:
-        """The calls series of a client span of an emitting pod (remembered per target)."""
+    ) -> SpanKey:
+        """The calls series of a client span of an emitting pod (one per collector target)."""
         key = (uid, caller, span, kind, error)
-        labels = label_sets.get(key)
-        if labels is None:
+        found = spans_of.get(key)
+        if found is None:
             status = "STATUS_CODE_ERROR" if error else "STATUS_CODE_UNSET"
-            labels = (
-                ("__name__", "traces_span_metrics_calls_total"),
-                *_span_labels(target, caller, uid, span, kind, status),
+            found = SpanKey(
+                (
+                    ("__name__", "traces_span_metrics_calls_total"),
+                    *_span_labels(target, caller, uid, span, kind, status),
+                )
             )
-            label_sets[key] = labels
-        return labels
+            spans_of[key] = found
+        return found
 
-    def _span_handles_for(self, labels: tuple[tuple[str, str], ...]) -> list[SimSeries]:
-        handles = self._span_handles.get(labels)
+    def _span_handles_for(self, span: SpanKey) -> list[SimSeries]:
+        handles = span.handles
         if handles is None:
+            labels = span.labels
             prefix = "traces_span_metrics_duration_milliseconds"
             # The span's labels are in store order (`_span_labels`), so each key is too, with
             # the buckets' `le` in its place among them.
@@ -305,8 +316,8 @@ class CollectorExporter(ClusterMetrics):
             ]
             handles = [self.store.handle(k) for k in keys]
             self.store.share_timestamps(handles)
-            self._span_handles[labels] = handles
-            self._span_instances[labels] = dict(labels).get("instance")
+            span.handles = handles
+            self._server_spans.append(span)
         return handles
 
     def _increments_for(

@@ -21,6 +21,21 @@ from itbench.environments.sim.telemetry.store import (
 from itbench.environments.sim.traffic import TrafficState
 
 
+class SpanKey:
+    """The series of one span (of one emitting pod, kind and status) at one exporter of the
+    collector, as the spanmetrics connector counts it. One object per label set, so counts
+    pending export are kept by identity rather than by hashing the label set each time."""
+
+    def __init__(self, labels: tuple[tuple[str, str], ...]) -> None:
+        self.labels = labels
+        """The series' labels in store order (a client span's include `__name__`)."""
+        self.instance: str | None = dict(labels).get("instance")
+        """The exporter instance that writes it."""
+        self.handles: list[SimSeries] | None = None
+        """Its series once written: a server span's calls, buckets, count and sum, a client
+        span's calls."""
+
+
 @dataclass
 class ScraperState:
     """The state of a `Scraper`, shared by its targets: what it reads and writes, and what it
@@ -32,8 +47,8 @@ class ScraperState:
     rng: random.Random
     history: list[tuple[float, TrafficState]] = field(default_factory=list)
     _carry: dict[tuple[str, ...], float] = field(default_factory=dict)
-    _span_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(default_factory=dict)
-    _client_keys: dict[str, set[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+    _client_keys: dict[str, set[SpanKey]] = field(default_factory=dict)
+    """The client spans written so far, by exporter instance."""
     _started_logged: dict[str, float] = field(default_factory=dict)
     _collector_restarts: int = 0
     """Restarts of the collector container found by the last `_collector_target`."""
@@ -47,12 +62,20 @@ class ScraperState:
     )
     # A pod's fixed kube-state series (ready and phase), and a container's (restarts, ready,
     # running), by their label tuples.
-    _pod_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(default_factory=dict)
-    _container_handles: dict[tuple[tuple[str, str], ...], list[SimSeries]] = field(
-        default_factory=dict
-    )
-    _cgroup_handles: dict[tuple[str, ...], list[SimSeries]] = field(default_factory=dict)
-    """cAdvisor's two series of each cgroup, by (cgroup, container, id, image, pod)."""
+    _pod_handles: dict[tuple[str, str], list[SimSeries]] = field(default_factory=dict)
+    """By (pod, uid)."""
+    _container_handles: dict[tuple[str, str, str], list[SimSeries]] = field(default_factory=dict)
+    """By (pod, uid, container)."""
+    _info_handles: dict[tuple[object, ...], SimSeries] = field(default_factory=dict)
+    """A pod's `kube_pod_info` series by the values of its labels."""
+    _deployment_handles: dict[str, list[SimSeries]] = field(default_factory=dict)
+    """A Deployment's replica series (`_DEPLOYMENT_SERIES`) by its name."""
+    _cgroup_handles: dict[tuple[object, ...], list[SimSeries]] = field(default_factory=dict)
+    """cAdvisor's two series of each cgroup: a pod's own by (pod uid, pod), a container's by
+    (pod uid, pod, container serial, container, image)."""
+    _cfs_handles: dict[tuple[object, ...], list[SimSeries]] = field(default_factory=dict)
+    """A CPU-limited container's CFS periods and throttled periods series, by the key of its
+    cgroup's."""
     _containers: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     """Per (pod, container serial): the pod's CPU seconds, CFS periods and throttled periods
     when the container started, then the container's own working set, CPU seconds, periods and
@@ -60,12 +83,12 @@ class ScraperState:
     holds no memory)."""
     _pod_counters: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     """The pod's CPU seconds, CFS periods and throttled periods at the last scrape, by pod."""
-    _span_instances: dict[tuple[tuple[str, str], ...], str | None] = field(default_factory=dict)
-    """The exporter instance of each label set in `_span_handles`, in the same order."""
-    _pending_server: dict[tuple[tuple[str, str], ...], list[float]] = field(default_factory=dict)
-    """Server-span increments counted since the last export, by series labels."""
-    _pending_client: dict[tuple[tuple[str, str], ...], float] = field(default_factory=dict)
-    """Client-span call increments counted since the last export, by series key."""
+    _server_spans: list[SpanKey] = field(default_factory=list)
+    """The server spans written so far, in the order they were first written."""
+    _pending_server: dict[SpanKey, list[float]] = field(default_factory=dict)
+    """Server-span increments counted since the last export."""
+    _pending_client: dict[SpanKey, float] = field(default_factory=dict)
+    """Client-span call increments counted since the last export."""
     _pending_run: tuple[str, int] | None = None
     """The collector (instance, restarts) whose memory holds the pending counts."""
     _uncounted: (
@@ -80,15 +103,15 @@ class ScraperState:
     """Recorded intervals whose spans are not counted yet: their total length, their traffic
     (the same for all of them), the collector (scrape labels, restarts) that received them and
     the pods that served them."""
-    _span_label_cache: dict[
-        tuple[tuple[str, str], ...], dict[tuple[object, ...], tuple[tuple[str, str], ...]]
-    ] = field(default_factory=dict)
-    """Span series' labels (sorted, so `__name__` can go in front) by the collector's scrape
-    labels, then by emitting pod and span."""
+    _span_keys: dict[tuple[tuple[str, str], ...], dict[tuple[object, ...], SpanKey]] = field(
+        default_factory=dict
+    )
+    """Span series by the collector's scrape labels, then by emitting pod and span."""
     _resource_handles: dict[tuple[object, ...], list[tuple[SimSeries, float]]] = field(
         default_factory=dict
     )
-    """A container's resource series and amounts, by its labels and quantities as written."""
+    """A container's resource series and amounts, by (pod, uid, container, node) and its
+    quantities as written."""
 
     # ---- series -----------------------------------------------------------------------------
     def _series(self, key: tuple[tuple[str, str], ...]) -> SimSeries:
@@ -102,10 +125,9 @@ class ScraperState:
     def _set(self, key: tuple[tuple[str, str], ...], t: float, value: float) -> None:
         _put(self._series(key), t, value)
 
-    def _add(
-        self, key: tuple[tuple[str, str], ...], t: float, inc: float, restarted: bool = False
-    ) -> None:
-        s = self._series(key)
+    def _add(self, s: SimSeries, t: float, inc: float, restarted: bool = False) -> None:
+        """Add to a counter series at time t (going on from its last count, see
+        `_count_before`)."""
         if s.timestamps and s.timestamps[-1] == t:
             s.values[-1] += inc  # two writers of one series in a scrape: one sample, both counts
             if inc:
