@@ -311,3 +311,38 @@ def test_every_span_series_is_one_span_keys_and_its_key_knows_it_was_written() -
     # Error series exist for the spans that failed, and only for those.
     assert any(key.handles is not None for key in errors)
     assert any(key.handles is None for key in errors)
+
+
+def test_a_latencys_shape_is_its_rounded_values_whether_or_not_seen_before() -> None:
+    first = _cdf_key(Latency(12.3456, 0.01234, 456.789))
+    again = _cdf_key(Latency(12.3456, 0.01234, 456.789))
+    assert first == again == (12.3, 0.012, 456.8)
+    assert _cdf_key(Latency(0.04, 0.0, 0.0)) == (0.0, 0.0, 0.0)
+
+
+def test_each_loki_stream_carries_the_labels_of_its_pod() -> None:
+    # A stream keeps the labels of its first line, so the scraper builds them only for a pod
+    # whose log is new.
+    from itbench.environments.sim.telemetry.logs import LogBook
+
+    book = LogBook()
+    assert not book.has("p")
+    book.write("p", {"k8s_pod_name": "p"}, 1.0, "first")
+    book.write("p", None, 2.0, "second")  # later lines keep the stream's labels
+    assert book.has("p")
+    assert [(labels, [x.line for x in lines]) for labels, lines in book.streams()] == [
+        ({"k8s_pod_name": "p"}, ["first", "second"])
+    ]
+    env = SimEnvironment(seed=6)
+    env.provision()
+    env.advance(300)
+    pods = {p["metadata"]["name"]: p for p in env.get_objects("Pod")}
+    streams = list(env.log_book.streams())
+    assert len(streams) > 10
+    for labels, lines in streams:
+        pod = pods.get(labels["k8s_pod_name"])
+        if pod is None:
+            continue  # a pod replaced since
+        assert labels["service_instance_id"] == pod["metadata"]["uid"]
+        assert labels["k8s_replicaset_name"] == pod["metadata"]["ownerReferences"][0]["name"]
+        assert lines

@@ -34,6 +34,10 @@ class LogBook:
         if len(lines) > MAX_LINES_PER_STREAM:
             del lines[: len(lines) - MAX_LINES_PER_STREAM]
 
+    def has(self, pod: str) -> bool:
+        """Whether a pod's log has a line (its Loki labels are those of its first line)."""
+        return pod in self._streams
+
     def streams(self) -> Iterable[tuple[dict[str, str], Sequence[LogLine]]]:
         """Every stream Loki holds: its labels and its lines in time order."""
         return [

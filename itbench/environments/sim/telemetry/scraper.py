@@ -96,7 +96,8 @@ class Scraper(CollectorExporter):
             svc = _owner(pod).rsplit("-", 1)[0]
             spec = SERVICE_BY_NAME.get(str(container.get("name", "")))
             loki = None
-            if spec is not None and spec.instrumented:
+            # A stream keeps the labels of its first line: later lines need none.
+            if spec is not None and spec.instrumented and not self.logs.has(pname):
                 loki = {
                     "k8s_deployment_name": svc,
                     "k8s_namespace_name": c.namespace,
