@@ -123,8 +123,6 @@ class ClusterMetrics(ScraperState):
                     self._ksm(t, "kube_resourcequota", labels, amount)
 
     def _pod_series(self, t: float, pod: Obj, rt: ContainerRuntime | None) -> None:
-        # Series handles are found by the values their labels are made of: a scrape builds no
-        # label sets for the series it has written before.
         c = self.cluster
         meta, spec, status = pod["metadata"], pod["spec"], pod["status"]
         name = str(meta["name"])
@@ -295,12 +293,10 @@ class ClusterMetrics(ScraperState):
             running = rt.state == "running"
             ws = float(round(rt.working_set if running else 0.0))
             # The pod's own cgroup (container="" and no image) and the application container's.
-            # Handles are found by what their labels are made of, so that a scrape builds no
-            # label strings for the series it has written before.
-            pod_handles = self._cgroup_handles.get((uid, pname))
+            pod_handles = self._cgroup_handles.get((pname, uid))
             if pod_handles is None:
                 pod_handles = self._cgroup_series(self._cgroup_base(uid, pname, "", None, ""))
-                self._cgroup_handles[(uid, pname)] = pod_handles
+                self._cgroup_handles[(pname, uid)] = pod_handles
             _put(pod_handles[0], t, ws)
             _put(pod_handles[1], t, rt.cpu_seconds)
             # A container's cgroup counts from its own start (the pod's cgroup counts on across
@@ -329,7 +325,7 @@ class ClusterMetrics(ScraperState):
                     own[6] = counters[2] - own[2]
                 else:
                     own[3] = 0.0  # its processes are gone
-                cache_key = (uid, pname, cid, cname, image)
+                cache_key = (pname, uid, cid, cname, image)
                 handles = self._cgroup_handles.get(cache_key)
                 if handles is None:
                     handles = self._cgroup_series(self._cgroup_base(uid, pname, cname, cid, image))

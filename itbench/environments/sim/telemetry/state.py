@@ -60,19 +60,19 @@ class ScraperState:
     _ksm_handles: dict[tuple[str, tuple[tuple[str, str], ...]], SimSeries] = field(
         default_factory=dict
     )
-    # A pod's fixed kube-state series (ready and phase), and a container's (restarts, ready,
-    # running), by their label tuples.
+    # Handles by the values their labels are made of, so a scrape builds no label sets for the
+    # series it wrote before. Every key starts with (pod, uid).
     _pod_handles: dict[tuple[str, str], list[SimSeries]] = field(default_factory=dict)
-    """By (pod, uid)."""
+    """A pod's fixed kube-state series (ready and phase), by (pod, uid)."""
     _container_handles: dict[tuple[str, str, str], list[SimSeries]] = field(default_factory=dict)
-    """By (pod, uid, container)."""
+    """A container's kube-state series (restarts, ready, running), by (pod, uid, container)."""
     _info_handles: dict[tuple[object, ...], SimSeries] = field(default_factory=dict)
     """A pod's `kube_pod_info` series by the values of its labels."""
     _deployment_handles: dict[str, list[SimSeries]] = field(default_factory=dict)
     """A Deployment's replica series (`_DEPLOYMENT_SERIES`) by its name."""
     _cgroup_handles: dict[tuple[object, ...], list[SimSeries]] = field(default_factory=dict)
-    """cAdvisor's two series of each cgroup: a pod's own by (pod uid, pod), a container's by
-    (pod uid, pod, container serial, container, image)."""
+    """cAdvisor's two series of each cgroup: a pod's own by (pod, uid), a container's by
+    (pod, uid, container serial, container, image)."""
     _cfs_handles: dict[tuple[object, ...], list[SimSeries]] = field(default_factory=dict)
     """A CPU-limited container's CFS periods and throttled periods series, by the key of its
     cgroup's."""
