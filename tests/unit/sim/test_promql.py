@@ -14,6 +14,7 @@ import yaml
 
 from itbench.environments.sim.promql import PromQLEngine, PromQLError, format_value
 from itbench.environments.sim.promql.syntax import _MEMO_VALUES, _regex_matcher
+from itbench.environments.sim.promql.values import _reduce
 from itbench.environments.sim.regex import compile_regex
 from itbench.environments.sim.series import STALE_NAN, MemorySeriesStore, Series, is_stale
 
@@ -290,6 +291,48 @@ def test_sum_by_and_without(shop: PromQLEngine) -> None:
 )
 def test_aggregations(shop: PromQLEngine, query: str, expected: float) -> None:
     assert single(shop, query, 60) == pytest.approx(expected)
+
+
+def _reference_sum(values: list[float]) -> float:
+    return math.fsum(values) if all(map(math.isfinite, values)) else sum(values)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [-0.0],
+        [0.0],
+        [-0.0, -0.0],
+        [-0.0, 2.5],
+        [0.1, 0.2],
+        [1e16, 1.0],
+        [1.5, -1.5],
+        [math.inf],
+        [math.nan],
+        [math.inf, -math.inf],
+        [math.inf, 1.0],
+        [math.nan, 1.0],
+        [0.1, 0.2, 0.3],
+        [1e16, 1.0, -1e16],
+        [1.0, math.inf, 2.0],
+    ],
+)
+def test_sums_of_one_or_two_values_are_fsums(values: list[float]) -> None:
+    # A group's sum is fsum over finite values (sum otherwise): the short path for one or two
+    # values gives the same float, down to the sign of zero.
+    got = _reduce("sum", values, None)
+    want = _reference_sum(values)
+    assert repr(got) == repr(want)
+    for op, reference in (("min", min), ("max", max)):
+        if len(values) == 1:
+            assert repr(_reduce(op, values, None)) == repr(reference(values))
+
+
+def test_a_sum_that_overflows_fails_as_fsum_does() -> None:
+    with pytest.raises(OverflowError):
+        _reduce("sum", [1e308, 1e308], None)
+    with pytest.raises(OverflowError):
+        _reference_sum([1e308, 1e308])
 
 
 def test_topk_and_bottomk_keep_series_labels_sorted(shop: PromQLEngine) -> None:

@@ -330,13 +330,23 @@ def _instant_delta(series: _RangeSeries, is_rate: bool) -> float | None:
 def _reduce(op: str, values: list[float], param: float | None) -> float:
     """One group's value of an aggregation other than topk and bottomk (param: quantile's)."""
     if op == "sum":
-        return math.fsum(values) if all(map(math.isfinite, values)) else sum(values)
+        # Most groups hold one or two values (a rate per series): their exact sum is one
+        # rounded addition, as fsum would give it (`+ 0.0`: fsum's and sum's zero is never
+        # negative). A sum that is not finite goes the general way (fsum raises on overflow).
+        n = len(values)
+        if n == 1:
+            return values[0] + 0.0
+        if n == 2:
+            total = values[0] + values[1]
+            if total - total == 0.0:
+                return total + 0.0
+        return math.fsum(values) if _all_finite(values) else sum(values)
     if op == "avg":
-        return _mean(values) if all(map(math.isfinite, values)) else (sum(values) / len(values))
+        return _mean(values) if _all_finite(values) else (sum(values) / len(values))
     if op == "min":
-        return _nan_min(values)
+        return values[0] if len(values) == 1 else _nan_min(values)
     if op == "max":
-        return _nan_max(values)
+        return values[0] if len(values) == 1 else _nan_max(values)
     if op == "count":
         return float(len(values))
     if op == "group":
@@ -347,6 +357,10 @@ def _reduce(op: str, values: list[float], param: float | None) -> float:
         return _variance(values)
     assert param is not None
     return _quantile(param, values)
+
+
+def _all_finite(values: list[float]) -> bool:
+    return all(v - v == 0.0 for v in values)  # inf - inf and NaN - NaN are NaN
 
 
 def _mean(values: list[float]) -> float:
