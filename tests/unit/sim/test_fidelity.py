@@ -196,6 +196,19 @@ def test_baseline_objects_are_the_rendered_chart_as_the_api_server_stores_it() -
     assert {k for k in extra if k[0] not in ("Namespace", "Node", "PrometheusRule")} == manifests
 
 
+def test_each_call_hands_out_its_own_baseline_objects() -> None:
+    # Environments change their objects in place: one environment's edits never reach the next.
+    first = baseline_objects(NS)
+    pristine = baseline_objects(NS)
+    deployment = next(o for o in first if o["kind"] == "Deployment")
+    deployment["spec"]["replicas"] = 7
+    deployment["spec"]["template"]["metadata"].setdefault("labels", {})["edited"] = "yes"
+    first[0]["metadata"]["labels"]["edited"] = "yes"
+    again = baseline_objects(NS)
+    assert again == pristine
+    assert all(a is not b for a, b in zip(again, pristine, strict=True))
+
+
 def test_service_ports_are_named_as_the_chart_names_them() -> None:
     twin = _of("Service", baseline_objects(NS))
     for name, service in _of("Service").items():
