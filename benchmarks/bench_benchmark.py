@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks.harness import Figure, peak_children_rss_mb, peak_rss_mb
+from benchmarks.harness import Figure, peak_children_rss_mb, peak_rss_mb, reference_seconds
 from itbench.catalog_files import load_catalog
 from itbench.compiled import running_build
 from itbench.core.models.base import Domain
@@ -42,12 +42,14 @@ def run() -> list[Figure]:
         seed=42,
         workers=workers,
     )
+    reference_before = reference_seconds()
     with tempfile.TemporaryDirectory() as tmp:
         cpu_before = _cpu_seconds()
         start = time.perf_counter()
         result = run_benchmark(options, Path(tmp), created_at=datetime.now(UTC))
         wall = time.perf_counter() - start
         cpu = _cpu_seconds() - cpu_before
+    reference_after = reference_seconds()
     trials = len(result.plans)
     # Workers run side by side: the peak is at most the parent's plus each worker's peak.
     peak = peak_rss_mb() + workers * peak_children_rss_mb()
@@ -64,6 +66,10 @@ def run() -> list[Figure]:
         Figure("benchmark.idle_core_wall_estimate", cpu / workers, "s"),
         Figure("benchmark.errored", float(report.errored.count), "trials"),
         Figure("benchmark.compiled_modules", float(len(running_build())), "modules"),
+        # The machine's speed just before and just after the run (`reference_seconds`): on a
+        # VM whose speed drifts, they tell a slow phase from a slower build.
+        Figure("machine.reference_loop_before", reference_before, "s"),
+        Figure("machine.reference_loop_after", reference_after, "s"),
     ]
     # One result per agent; the heuristic agents cover different personas, so task keys are
     # unique across them.

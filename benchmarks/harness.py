@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import resource
 import statistics
 import time
@@ -52,3 +53,20 @@ def peak_rss_mb() -> float:
 def peak_children_rss_mb() -> float:
     """Peak resident memory of the largest waited-for child process, in MB."""
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
+def reference_seconds(repeat: int = 5) -> float:
+    """How fast the machine runs Python right now: the best wall time of a fixed loop of
+    dictionary stores, the interpreter work that dominates a trial.
+
+    A shared VM's speed drifts by a fifth or more within minutes; this figure, taken beside a
+    measurement, says which phase the measurement met (lower is faster).
+    """
+    best = math.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        table: dict[int, int] = {}
+        for i in range(1_000_000):
+            table[i & 1023] = i
+        best = min(best, time.perf_counter() - start)
+    return best
