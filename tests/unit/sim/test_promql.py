@@ -377,6 +377,81 @@ def test_histogram_quantile_aggregated_by_le(shop: PromQLEngine) -> None:
     assert single(shop, query, 60) == pytest.approx(0.875)
 
 
+def _rated_histograms(seed: int) -> MemorySeriesStore:
+    """Latency buckets of three services and two routes, counted up at random every 15 s; some
+    series start late, one service has a bucket that is not a number and one lacks +Inf; with
+    an odd seed, one also has two buckets with the same bound written differently, and with
+    every third seed one has a bucket bounded by NaN."""
+    rng = random.Random(seed)
+    store = MemorySeriesStore()
+    bounds = ["0.1", "0.5", "1", "5", "+Inf"]
+    layout = {
+        ("frontend", "r1"): bounds,
+        ("frontend", "r2"): [*bounds, "NaN"] if seed % 3 == 2 else bounds,
+        ("cart", "r1"): [*bounds, "fast"],
+        ("ad", "r1"): bounds[:-1],
+        ("ad", "r2"): [*bounds, "1.0"] if seed % 2 else bounds,
+    }
+    counts: dict[tuple[str, str, str], float] = {}
+    starts = {key: rng.choice([0, 0, 0, 4, 9]) for key in layout}
+    for i in range(24):
+        t = 15.0 * i
+        for (service, route), les in layout.items():
+            if i < starts[(service, route)]:
+                continue
+            total = 0.0
+            for le in les:
+                total += rng.choice([0.0, 0.0, 1.0, 2.5, 7.0])
+                key = (service, route, le)
+                counts[key] = max(counts.get(key, 0.0), total) + rng.choice([0.0, 1.0])
+                if service == "cart" and i == 14:
+                    counts[key] = 0.0  # a counter reset
+                labels = {"__name__": "lat_bucket", "service": service, "route": route, "le": le}
+                store.append(labels, t, counts[key])
+    return store
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    "grouping", ["le, service", "service, le", "le", "le, route", "route, le, service"]
+)
+def test_histogram_quantile_of_summed_rates_matches_the_general_path(
+    seed: int, grouping: str
+) -> None:
+    # `sum by (..., le) (rate(...))` under histogram_quantile has its own path; `* 1` (which
+    # changes no value) sends the same query down the general one.
+    engine = PromQLEngine(_rated_histograms(seed))
+    for q in (0.5, 0.95, 0.0, 1.0):
+        planned = f"histogram_quantile({q}, sum by ({grouping}) (rate(lat_bucket[2m])))"
+        general = f"histogram_quantile({q}, sum by ({grouping}) (rate(lat_bucket[2m])) * 1)"
+        for t in (30.0, 90.0, 150.0, 210.0, 240.0, 345.0):
+            got = engine.instant_vector(planned, t)
+            want = engine.instant_vector(general, t)
+            assert repr(got) == repr(want), (planned, t)
+
+
+@pytest.mark.interpreted
+def test_histograms_are_laid_out_unless_two_buckets_share_a_bound() -> None:
+    for seed, laid_out in ((0, True), (1, False)):
+        engine = PromQLEngine(_rated_histograms(seed))
+        query = "histogram_quantile(0.9, sum by (service, le) (rate(lat_bucket[2m])))"
+        engine.instant_vector(query, 300.0)
+        engine.instant_vector(query, 315.0)  # a rebuilt plan's layout replaces the last one
+        layouts = list(engine._layouts.values())
+        assert len(layouts) == 1
+        assert (layouts[0][1] is not None) is laid_out
+
+
+def test_histogram_quantile_zero_with_an_empty_lowest_bucket_is_nan() -> None:
+    # Prometheus divides 0 by 0 there (NaN); the query neither fails nor invents a bound.
+    store = MemorySeriesStore()
+    for le, count in (("0.1", 0.0), ("1", 4.0), ("+Inf", 6.0)):
+        store.append({"__name__": "h_bucket", "le": le}, 0.0, count)
+    engine = PromQLEngine(store)
+    assert math.isnan(single(engine, "histogram_quantile(0, h_bucket)", 0))
+    assert single(engine, "histogram_quantile(0.5, h_bucket)", 0) == pytest.approx(0.775)
+
+
 def test_histogram_quantile_without_inf_bucket_is_nan() -> None:
     store = MemorySeriesStore()
     store.append({"__name__": "h_bucket", "le": "1"}, 0.0, 5.0)

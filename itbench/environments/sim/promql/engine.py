@@ -52,6 +52,63 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 _AGGREGATIONS = _AGGREGATION_WORDS - {"limitk", "limit_ratio"}
 """The aggregations the engine evaluates: every PromQL aggregation but the experimental ones."""
+_MAX_LAYOUTS = 512
+"""The most histogram layouts (see `PromQLEngine._histogram_layout`) an engine keeps."""
+
+
+class _Layout:
+    """How the groups of a `sum by (..., le)` plan make histograms (see
+    `PromQLEngine._histogram_layout`)."""
+
+    histogram_of: list[int]
+    """Per group: the index of its histogram, -1 when its `le` is not a number."""
+    uppers: list[float]
+    """Per group: its bucket's upper bound."""
+    labels: list[Labels]
+    """Per histogram: its labels (the group's without `le`)."""
+    buckets: list[list[int]]
+    """Per histogram: its groups by ascending bound."""
+
+    def __init__(
+        self,
+        histogram_of: list[int],
+        uppers: list[float],
+        labels: list[Labels],
+        buckets: list[list[int]],
+    ) -> None:
+        self.histogram_of = histogram_of
+        self.uppers = uppers
+        self.labels = labels
+        self.buckets = buckets
+
+
+def _layout_quantiles(
+    q: float, layout: _Layout, first_seen: list[int], sums: list[float]
+) -> _Vector:
+    """histogram_quantile over laid-out group sums: the histograms in the order of their first
+    bucket with a value, each from its buckets with a value, as the general path has them."""
+    histogram_of = layout.histogram_of
+    value_of: list[float | None] = [None] * len(histogram_of)
+    order: list[int] = []
+    seen = [False] * len(layout.labels)
+    for i, v in zip(first_seen, sums, strict=True):
+        h = histogram_of[i]
+        if h < 0:
+            continue
+        value_of[i] = v
+        if not seen[h]:
+            seen[h] = True
+            order.append(h)
+    uppers = layout.uppers
+    out: list[tuple[Labels, float]] = []
+    for h in order:
+        buckets: list[tuple[float, float]] = []
+        for i in layout.buckets[h]:
+            count = value_of[i]
+            if count is not None:
+                buckets.append((uppers[i], count))
+        out.append((layout.labels[h], _bucket_quantile(q, buckets, ordered=True)))
+    return _Vector(out)
 
 
 class PromQLEngine(_SeriesSelector):
@@ -83,6 +140,9 @@ class PromQLEngine(_SeriesSelector):
         # histogram_quantile's reading of an interned label set: (labels, upper bound or None,
         # labels without le and name, their key), by identity.
         self._buckets: dict[int, tuple[Labels, float | None, Labels, LabelKey]] = {}
+        # histogram_quantile's layout of a group plan, with the plan (which keeps its selector,
+        # the key, alive).
+        self._layouts: dict[int, tuple[Any, _Layout | None]] = {}
 
     # Public API -----------------------------------------------------------------------------
 
@@ -789,7 +849,28 @@ class PromQLEngine(_SeriesSelector):
 
     def _histogram_quantile(self, args: list[Any], ctx: _Context) -> _Vector:
         q = self._scalar_arg(args[0], ctx, "the quantile of histogram_quantile")
-        vector = self._vector_arg(args[1], ctx, "the buckets of histogram_quantile")
+        inner = args[1]
+        while isinstance(inner, pp.ParenExpr):
+            inner = inner.expr
+        grouped = (
+            self._grouped_rates("sum", inner, ctx)
+            if isinstance(inner, pp.AggregateExpr) and str(inner.op) == "sum"
+            else None
+        )
+        if grouped is None:
+            vector = self._vector_arg(args[1], ctx, "the buckets of histogram_quantile")
+        else:
+            # `sum by (..., le) (rate(buckets[range]))`, as alerting rules write it: the sums
+            # are those `_aggregate_rates` gives, and the histograms are laid out once per
+            # group plan.
+            plan, groupings, first_seen, members = grouped
+            sums = [_reduce("sum", members[i], None) for i in first_seen]
+            layout = self._histogram_layout(plan, groupings)
+            if layout is not None:
+                return _layout_quantiles(q, layout, first_seen, sums)
+            vector = _Vector(
+                [(groupings[i], v) for i, v in zip(first_seen, sums, strict=True)], interned=True
+            )
         groups: dict[LabelKey, tuple[Labels, list[tuple[float, float]]]] = {}
         cache = self._buckets if vector.interned else None
         for labels, v in vector.samples:
@@ -809,6 +890,48 @@ class PromQLEngine(_SeriesSelector):
         return _Vector(
             [(labels, _bucket_quantile(q, buckets)) for labels, buckets in groups.values()]
         )
+
+    def _histogram_layout(self, plan: Any, groupings: list[Labels]) -> _Layout | None:
+        """Where each group of a plan goes in histogram_quantile: its histogram (the group's
+        labels without `le`) and upper bound, and each histogram's buckets by bound (kept while
+        the plan is). None when two buckets of one histogram have the same bound, or one is NaN
+        (the general path sorts those in the order their series come)."""
+        # By the plan's selector (one per query text): a rebuilt plan replaces the last layout.
+        entry = self._layouts.get(id(plan[0]))
+        if entry is not None and entry[0] is plan:
+            return entry[1]
+        histogram_of: list[int] = []
+        uppers: list[float] = []
+        labels_of: list[Labels] = []
+        indexes: dict[LabelKey, int] = {}
+        buckets: list[list[int]] = []
+        for i, grouping in enumerate(groupings):
+            upper, rest, key = _bucket_of(grouping)
+            if upper is None:
+                histogram_of.append(-1)
+                uppers.append(math.nan)
+                continue
+            h = indexes.get(key)
+            if h is None:
+                h = indexes[key] = len(labels_of)
+                labels_of.append(rest)
+                buckets.append([])
+            histogram_of.append(h)
+            uppers.append(upper)
+            buckets[h].append(i)
+        layout: _Layout | None = _Layout(histogram_of, uppers, labels_of, [])
+        for members in buckets:
+            members.sort(key=uppers.__getitem__)
+            bounds = [uppers[i] for i in members]
+            if any(a == b for a, b in pairwise(bounds)) or any(b != b for b in bounds):
+                layout = None  # tied or NaN bounds: their order is the series' order
+                break
+            assert layout is not None
+            layout.buckets.append(members)
+        if len(self._layouts) >= _MAX_LAYOUTS:
+            self._layouts.clear()
+        self._layouts[id(plan[0])] = (plan, layout)
+        return layout
 
     def _absent(self, name: str, arg: Any, ctx: _Context) -> _Vector:
         inner = arg

@@ -211,6 +211,22 @@ class _SeriesSelector:
         in the order of their first series, with the grouping of the generic path, and each
         group's values are reduced in selection order.
         """
+        grouped = self._grouped_rates(op, expr, ctx)
+        if grouped is None:
+            return None
+        _, groupings, first_seen, members = grouped
+        return _Vector(
+            [(groupings[i], _reduce(op, members[i], None)) for i in first_seen],
+            interned=True,
+        )
+
+    def _grouped_rates(
+        self, op: str, expr: Any, ctx: _Context
+    ) -> tuple[Any, list[Labels], list[int], list[list[float]]] | None:
+        """What `_aggregate_rates` aggregates: the group plan (the same object while the
+        selection is unchanged), every group's labels, the groups that have rates in the order
+        of their first series with one, and each group's rates; None for any other
+        aggregation."""
         modifier = expr.modifier
         if op not in _FUSED_AGGREGATIONS:
             return None
@@ -266,10 +282,7 @@ class _SeriesSelector:
                 first_seen.append(index)
             values.append(value)
         # Groups in the order of their first series with a rate, as the generic path has them.
-        return _Vector(
-            [(groupings[i], _reduce(op, members[i], None)) for i in first_seen],
-            interned=True,
-        )
+        return plan, groupings, first_seen, members
 
     def _group_of(self, labels: Labels, order: tuple[str, ...]) -> tuple[Any, Labels]:
         """The group key of a sample's labels under `by (order)` and the group's labels (one

@@ -192,15 +192,19 @@ def _bucket_of(labels: Labels) -> tuple[float | None, Labels, LabelKey]:
     return upper, rest, _key(rest)
 
 
-def _bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
-    """Prometheus' histogram_quantile over (upper bound, cumulative count) buckets."""
+def _bucket_quantile(
+    q: float, buckets: list[tuple[float, float]], *, ordered: bool = False
+) -> float:
+    """Prometheus' histogram_quantile over (upper bound, cumulative count) buckets (`ordered`:
+    already by ascending bound)."""
     if math.isnan(q):
         return math.nan
     if q < 0:
         return -math.inf
     if q > 1:
         return math.inf
-    buckets = sorted(buckets, key=lambda b: b[0])
+    if not ordered:
+        buckets = sorted(buckets, key=lambda b: b[0])
     if not buckets or not math.isinf(buckets[-1][0]):
         return math.nan
     coalesced: list[list[float]] = []
@@ -237,6 +241,9 @@ def _bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
         bucket_start = coalesced[index - 1][0]
         count -= coalesced[index - 1][1]
         rank -= coalesced[index - 1][1]
+    if count == 0:
+        # Only a rank of zero (q = 0) lands in an empty bucket: 0/0, which is NaN to Prometheus.
+        return math.nan
     return bucket_start + (bucket_end - bucket_start) * (rank / count)
 
 
