@@ -439,7 +439,7 @@ def test_histograms_are_laid_out_unless_two_buckets_share_a_bound() -> None:
         engine.instant_vector(query, 315.0)  # a rebuilt plan's layout replaces the last one
         layouts = list(engine._layouts.values())
         assert len(layouts) == 1
-        assert (layouts[0][1] is not None) is laid_out
+        assert (layouts[0][2] is not None) is laid_out
 
 
 def test_histogram_quantile_zero_with_an_empty_lowest_bucket_is_nan() -> None:

@@ -140,9 +140,9 @@ class PromQLEngine(_SeriesSelector):
         # histogram_quantile's reading of an interned label set: (labels, upper bound or None,
         # labels without le and name, their key), by identity.
         self._buckets: dict[int, tuple[Labels, float | None, Labels, LabelKey]] = {}
-        # histogram_quantile's layout of a group plan, with the plan (which keeps its selector,
-        # the key, alive).
-        self._layouts: dict[int, tuple[Any, _Layout | None]] = {}
+        # histogram_quantile's layout of a group plan by the plan's selector: the plan's groups,
+        # the selector (kept alive here) and the layout.
+        self._layouts: dict[int, tuple[list[Labels], Any, _Layout | None]] = {}
 
     # Public API -----------------------------------------------------------------------------
 
@@ -897,16 +897,25 @@ class PromQLEngine(_SeriesSelector):
         the plan is). None when two buckets of one histogram have the same bound, or one is NaN
         (the general path sorts those in the order their series come)."""
         # By the plan's selector (one per query text): a rebuilt plan replaces the last layout.
-        entry = self._layouts.get(id(plan[0]))
-        if entry is not None and entry[0] is plan:
-            return entry[1]
+        # The plan's list of groups tells its plan (a new list for a new plan; the plan tuple
+        # itself may be a new object each time on the compiled build).
+        selector = plan[0]
+        entry = self._layouts.get(id(selector))
+        if entry is not None and entry[0] is groupings:
+            return entry[2]
         histogram_of: list[int] = []
         uppers: list[float] = []
         labels_of: list[Labels] = []
         indexes: dict[LabelKey, int] = {}
         buckets: list[list[int]] = []
+        cache = self._buckets
         for i, grouping in enumerate(groupings):
-            upper, rest, key = _bucket_of(grouping)
+            # Groups' label sets are interned: their readings are shared with the general path.
+            found = cache.get(id(grouping))
+            if found is None or found[0] is not grouping:
+                found = (grouping, *_bucket_of(grouping))
+                cache[id(grouping)] = found
+            _, upper, rest, key = found
             if upper is None:
                 histogram_of.append(-1)
                 uppers.append(math.nan)
@@ -930,7 +939,7 @@ class PromQLEngine(_SeriesSelector):
             layout.buckets.append(members)
         if len(self._layouts) >= _MAX_LAYOUTS:
             self._layouts.clear()
-        self._layouts[id(plan[0])] = (plan, layout)
+        self._layouts[id(selector)] = (groupings, selector, layout)
         return layout
 
     def _absent(self, name: str, arg: Any, ctx: _Context) -> _Vector:
