@@ -1005,14 +1005,28 @@ def _quantity(text: object, resource: str) -> float:
 
 def _pod_amount(spec: Obj, section: str, resource: str) -> float:
     """A pod's request (or limit) of a resource: its containers' sum or its largest init."""
+    main = 0.0
+    for c in spec.get("containers") or []:
+        main += _container_amount(c, section, resource)
+    init: float | None = None
+    for c in spec.get("initContainers") or []:
+        amount = _container_amount(c, section, resource)
+        if init is None or amount > init:  # as max() keeps the first of equals
+            init = amount
+    return max(main, 0.0 if init is None else init)
 
-    def amount(c: Obj) -> float:
-        raw = (_effective(c).get(section) or {}).get(resource)
-        return _quantity(raw, resource) if raw is not None else 0.0
 
-    main = sum(amount(c) for c in spec.get("containers") or [])
-    init = max((amount(c) for c in spec.get("initContainers") or []), default=0.0)
-    return max(main, init)
+def _container_amount(container: Obj, section: str, resource: str) -> float:
+    """A container's request (or limit) of a resource, as `_effective` has it: a request it
+    does not set defaults to its limit."""
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    if section == "requests":
+        raw = requests[resource] if resource in requests else limits.get(resource)
+    else:
+        raw = (limits if section == "limits" else {}).get(resource)
+    return _quantity(raw, resource) if raw is not None else 0.0
 
 
 def _format(amount: float, resource: str) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from waiting import firing, inject, wait_for_alert, wait_until_clear
 
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.environments.sim import SimEnvironment
+from itbench.environments.sim.cluster import _effective, _pod_amount, _quantity
 from itbench.environments.sim.objects import template_hash
 
 
@@ -404,3 +406,39 @@ def test_a_pod_template_hash_depends_on_the_template_not_on_key_order_or_earlier
     assert template_hash(template) == template_hash(reordered) == first
     assert template_hash(changed) != first
     assert template_hash(template) == first
+
+
+def _amount_by_effective(spec: dict[str, Any], section: str, resource: str) -> float:
+    def one(c: dict[str, Any]) -> float:
+        raw = (_effective(c).get(section) or {}).get(resource)
+        return _quantity(raw, resource) if raw is not None else 0.0
+
+    main = sum(one(c) for c in spec.get("containers") or [])
+    init = max((one(c) for c in spec.get("initContainers") or []), default=0.0)
+    return max(main, init)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"containers": [{"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+        {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]},
+        {"containers": [{"resources": {"requests": {"cpu": None}, "limits": {"cpu": "2"}}}]},
+        {"containers": [{}, {"resources": {"requests": {"cpu": "250m"}}}]},
+        {
+            "containers": [{"resources": {"requests": {"cpu": "100m", "memory": "10Mi"}}}],
+            "initContainers": [
+                {"resources": {"limits": {"cpu": "300m"}}},
+                {"resources": {"requests": {"cpu": "200m", "memory": "2Gi"}}},
+            ],
+        },
+        {"containers": [{"resources": {"requests": {"cpu": "bogus"}}}]},
+    ],
+)
+def test_a_pods_amount_is_its_containers_sum_or_its_largest_init(spec: dict[str, Any]) -> None:
+    # A request a container leaves out defaults to its limit, as the API server sets it.
+    for section in ("requests", "limits", "other"):
+        for resource in ("cpu", "memory"):
+            assert repr(_pod_amount(spec, section, resource)) == repr(
+                _amount_by_effective(spec, section, resource)
+            )
