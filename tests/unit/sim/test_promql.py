@@ -430,6 +430,30 @@ def test_histogram_quantile_of_summed_rates_matches_the_general_path(
             assert repr(got) == repr(want), (planned, t)
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        'sum by (service) (rate(lat_bucket{le="+Inf"}[2m])) / on (service) '
+        'sum by (service) (rate(lat_bucket{le="1"}[2m]))',
+        'rate(lat_bucket{le="0.5"}[2m]) / ignoring (le) rate(lat_bucket{le="5"}[2m])',
+        'rate(lat_bucket{le="1"}[2m]) > 0.01 and on (service, route) '
+        'rate(lat_bucket{le="+Inf"}[2m]) > 0.05',
+        'lat_bucket{le="1"} unless on (service) lat_bucket{le="fast"}',
+        'lat_bucket{le="0.1"} > 5 or lat_bucket{le="0.5"} > 5',
+        'lat_bucket{le="1"} * on (service, route) group_left (le) '
+        'max by (service, route, le) (lat_bucket{le="+Inf"})',
+    ],
+)
+def test_vector_matching_is_the_same_at_every_evaluation(query: str) -> None:
+    # An engine keeps plans and selections between evaluations; a fresh engine has none.
+    store = _rated_histograms(0)
+    engine = PromQLEngine(store)
+    for t in (60.0, 120.0, 195.0, 300.0, 345.0):
+        assert repr(engine.instant_vector(query, t)) == repr(
+            PromQLEngine(store).instant_vector(query, t)
+        )
+
+
 @pytest.mark.interpreted
 def test_histograms_are_laid_out_unless_two_buckets_share_a_bound() -> None:
     for seed, laid_out in ((0, True), (1, False)):
