@@ -815,6 +815,22 @@ def test_duplicate_label_sets_after_dropping_name_are_an_error(shop: PromQLEngin
     assert single(shop, 'sum(last_over_time({__name__=~"queue_depth|resets_total"}[1m]))', 60) == 18
 
 
+def test_matching_on_the_name_then_dropping_it_can_leave_equal_label_sets() -> None:
+    store = MemorySeriesStore()
+    for name in ("m1", "m2"):
+        store.append({"__name__": name, "job": "x"}, 0.0, 2.0)
+    engine = PromQLEngine(store)
+    both = '{__name__=~"m1|m2"}'
+    with pytest.raises(PromQLError, match="same labelset"):
+        engine.instant(f"{both} * on (__name__, job) {both}", 0)
+    with pytest.raises(PromQLError, match="same labelset"):
+        engine.instant(f"{both} > bool on (__name__, job) {both}", 0)
+    # Kept names keep them apart; ignoring the name matches each series with itself.
+    assert len(engine.instant_vector(f"{both} >= on (__name__, job) {both}", 0)) == 2
+    with pytest.raises(PromQLError, match="duplicate series"):
+        engine.instant(f"{both} * ignoring (__name__) {both}", 0)
+
+
 def test_range_query_rejects_range_vector_and_bad_step(shop: PromQLEngine) -> None:
     with pytest.raises(PromQLError, match="range vector"):
         shop.range("queue_depth[1m]", 0, 60, 15)

@@ -342,7 +342,7 @@ class PromQLEngine(_SeriesSelector):
     @staticmethod
     def _unique(value: _Value, ctx: _Context) -> _Value:
         """Reject a vector in which dropping metric names left two equal label sets."""
-        if not isinstance(value, _Vector) or len(value.samples) < 2:
+        if not isinstance(value, _Vector) or len(value.samples) < 2 or value.unique:
             return value
         if value.keys is not None and len(set(value.keys)) == len(value.samples):
             return value
@@ -601,7 +601,10 @@ class PromQLEngine(_SeriesSelector):
                     )
                 inserted.add(result_key)
             out.append((result, value))
-        return _Vector(out)
+        # One-to-one results are unique: a result's labels are its match signature (with the
+        # metric name where it was kept, under a signature seen once), unless the signature has
+        # the metric name (`on (__name__, ...)`) and the result dropped it.
+        return _Vector(out, unique=one_to_one and not (on and NAME in names))
 
     # Aggregations -----------------------------------------------------------------------------
 

@@ -41,16 +41,20 @@ class _Vector:
     interned: bool = False
     """Whether every label set is an object the engine keeps for its label values (the same
     object whenever those values recur), so caches may key on its identity."""
+    unique: bool = False
+    """Whether no two label sets are equal by construction (no check needed)."""
 
     def __init__(
         self,
         samples: list[tuple[Labels, float]],
         keys: list[frozenset[tuple[str, str]]] | None = None,
         interned: bool = False,
+        unique: bool = False,
     ) -> None:
         self.samples = samples
         self.keys = keys
         self.interned = interned
+        self.unique = unique
 
 
 @dataclass(slots=True)
