@@ -875,14 +875,9 @@ class PromQLEngine(_SeriesSelector):
                 [(groupings[i], v) for i, v in zip(first_seen, sums, strict=True)], interned=True
             )
         groups: dict[LabelKey, tuple[Labels, list[tuple[float, float]]]] = {}
-        cache = self._buckets if vector.interned else None
+        interned = vector.interned
         for labels, v in vector.samples:
-            entry = cache.get(id(labels)) if cache is not None else None
-            if entry is None or entry[0] is not labels:
-                entry = (labels, *_bucket_of(labels))
-                if cache is not None:
-                    cache[id(labels)] = entry
-            _, upper, rest, key = entry
+            upper, rest, key = self._bucket_reading(labels) if interned else _bucket_of(labels)
             if upper is None:
                 continue
             group = groups.get(key)
@@ -893,6 +888,14 @@ class PromQLEngine(_SeriesSelector):
         return _Vector(
             [(labels, _bucket_quantile(q, buckets)) for labels, buckets in groups.values()]
         )
+
+    def _bucket_reading(self, labels: Labels) -> tuple[float | None, Labels, LabelKey]:
+        """`_bucket_of` an interned label set, read once per label set (see `_buckets`)."""
+        entry = self._buckets.get(id(labels))
+        if entry is None or entry[0] is not labels:
+            entry = (labels, *_bucket_of(labels))
+            self._buckets[id(labels)] = entry
+        return entry[1], entry[2], entry[3]
 
     def _histogram_layout(self, plan: Any, groupings: list[Labels]) -> _Layout | None:
         """Where each group of a plan goes in histogram_quantile: its histogram (the group's
@@ -911,14 +914,8 @@ class PromQLEngine(_SeriesSelector):
         labels_of: list[Labels] = []
         indexes: dict[LabelKey, int] = {}
         buckets: list[list[int]] = []
-        cache = self._buckets
         for i, grouping in enumerate(groupings):
-            # Groups' label sets are interned: their readings are shared with the general path.
-            found = cache.get(id(grouping))
-            if found is None or found[0] is not grouping:
-                found = (grouping, *_bucket_of(grouping))
-                cache[id(grouping)] = found
-            _, upper, rest, key = found
+            upper, rest, key = self._bucket_reading(grouping)  # groups' label sets are interned
             if upper is None:
                 histogram_of.append(-1)
                 uppers.append(math.nan)
