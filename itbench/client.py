@@ -124,12 +124,26 @@ class InProcessTransport(httpx.BaseTransport):
     Each request runs the app to completion on the calling thread; no socket, no server. The
     ASGI exchange is done here (one request message, the response collected in memory), which
     is all an in-process call needs.
+
+    An app whose `state.in_process` has an `answer(method, raw_path, query, headers, body)`
+    (the gateway's, see `itbench.gateway.inprocess`) is offered each request first; the requests
+    it answers None to go through the app.
     """
 
-    def __init__(self, app: Any) -> None:
-        """Wrap an ASGI app."""
+    def __init__(self, app: Any, *, shortcuts: bool = True) -> None:
+        """Wrap an ASGI app.
+
+        Args:
+            app: The app.
+            shortcuts: Offer requests to the app's in-process answers first (False: every
+                request goes through the app).
+        """
         self._app = app
         self._loop = asyncio.new_event_loop()
+        routes = getattr(getattr(app, "state", None), "in_process", None) if shortcuts else None
+        self._answer: Callable[..., tuple[int, list[tuple[bytes, bytes]], bytes] | None] | None = (
+            getattr(routes, "answer", None)
+        )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send one request through the app and return its buffered response."""
@@ -160,6 +174,10 @@ class InProcessTransport(httpx.BaseTransport):
 
         The SDK calls this directly for in-process clients, without building httpx objects.
         """
+        if self._answer is not None:
+            answer = self._answer(method, raw_path, query, headers, body)
+            if answer is not None:
+                return answer
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},

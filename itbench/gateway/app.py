@@ -18,6 +18,7 @@ from fastapi.openapi.utils import get_openapi
 from itbench import __version__
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.observations import AgentAction
+from itbench.gateway.inprocess import InProcessRoutes
 from itbench.gateway.metrics import GatewayMetrics
 from itbench.gateway.problems import Problem, install_handlers
 from itbench.gateway.routes import act, host, observe, oracle, protocol, submit
@@ -38,6 +39,8 @@ def create_app(
         registry: The sessions this gateway serves; the runner opens and closes them.
         inline: Run endpoints on the event loop (for in-process callers); by default they run
             in worker threads, so that a slow environment never blocks other agents' calls.
+            An inline app without metrics also answers in-process clients' most frequent calls
+            without the framework (`app.state.in_process`, see `itbench.gateway.inprocess`).
         metrics: Where to count and time requests (None: unmeasured).
 
     Returns:
@@ -62,6 +65,9 @@ def create_app(
     app.openapi = _openapi_with_models(app)  # type: ignore[method-assign]
     if metrics is not None:
         metrics.instrument(app, [route for router in routers for route in router.routes])
+    elif inline:
+        # In-process clients get the most frequent calls answered without the framework.
+        app.state.in_process = InProcessRoutes(registry)
     return app
 
 

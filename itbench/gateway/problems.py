@@ -8,6 +8,8 @@ oversized or incomplete request) is recorded on the caller's trial here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -31,6 +33,7 @@ from itbench.gateway.errors import (
 )
 from itbench.gateway.metrics import REFUSED_KEY
 from itbench.gateway.routes.deps import caller_of
+from itbench.gateway.sessions import TrialSession
 
 PROBLEM_BASE = "https://itbench.io/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -98,28 +101,41 @@ def problem_response(problem: Problem, headers: dict[str, str] | None = None) ->
     )
 
 
+def call_error_response(
+    exc: CallError, method: str, path: str, caller: Callable[[], TrialSession | None]
+) -> JSONResponse:
+    """The problem response to a call error, recording on the caller's trial a request refused
+    before its operation ran (once).
+
+    Args:
+        exc: The error.
+        method: The request's method.
+        path: The request's path.
+        caller: Finds the session of the request's token (None: none).
+    """
+    status = status_of(exc)
+    if not exc.recorded and status in REJECTED_BEFORE_ROUTE:
+        session = caller()
+        if session is not None:
+            session.record(
+                method=method, path=path, action="request", outcome="rejected", reason=exc.detail
+            )
+            exc.recorded = True
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return problem_response(problem_of(exc, path), headers)
+
+
 def install_handlers(app: FastAPI) -> None:
     """Answer every error of the app with a problem response, recording on the caller's trial
     the requests refused before their operation ran."""
 
     async def on_call_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, CallError)
-        status = status_of(exc)
         if isinstance(exc, RefusedError):
             request.scope[REFUSED_KEY] = True  # the request metrics count it as refused
-        if not exc.recorded and status in REJECTED_BEFORE_ROUTE:
-            session = caller_of(request)
-            if session is not None:
-                session.record(
-                    method=request.method,
-                    path=request.url.path,
-                    action="request",
-                    outcome="rejected",
-                    reason=exc.detail,
-                )
-                exc.recorded = True
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return problem_response(problem_of(exc, request.url.path), headers)
+        return call_error_response(
+            exc, request.method, request.url.path, lambda: caller_of(request)
+        )
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
