@@ -30,6 +30,7 @@ from pydantic_core import to_json
 from itbench.gateway import operations
 from itbench.gateway.errors import CallError, UnknownTrialError
 from itbench.gateway.operations import Origin, Payload
+from itbench.gateway.operations.observe import MAX_LOG_LINES
 from itbench.gateway.operations.protocol import REPORT_MODELS, ReportName
 from itbench.gateway.problems import call_error_response
 from itbench.gateway.schemas import MAX_BODY_BYTES
@@ -62,6 +63,17 @@ def _required(params: Params, name: str) -> str:
     return value
 
 
+def _count(params: Params, name: str, default: int, most: int) -> int:
+    # An `int` query parameter declared `Query(ge=1, le=most)`: plain digits in bounds only (the
+    # app's validation answers any other form).
+    value = params.get(name)
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= most:
+        raise _DeclinedError
+    return int(value)
+
+
 def _submission(report: ReportName) -> Handler:
     def submit(session: TrialSession, origin: Origin, params: Params, body: Payload) -> Any:
         return operations.submit(session, origin, report, body)
@@ -78,6 +90,17 @@ def _routes() -> dict[tuple[str, str], Handler]:
         ("GET", "alerts"): lambda s, o, q, b: operations.alerts(s, o),
         ("GET", "metrics/query"): lambda s, o, q, b: operations.instant_query(
             s, o, _required(q, "query"), q.get("time")
+        ),
+        ("GET", "metrics/query_range"): lambda s, o, q, b: operations.range_query(
+            s, o, _required(q, "query"), q.get("start"), q.get("end"), q.get("step")
+        ),
+        ("GET", "logs/query_range"): lambda s, o, q, b: operations.logs(
+            s,
+            o,
+            _required(q, "query"),
+            q.get("start"),
+            q.get("end"),
+            _count(q, "limit", 100, MAX_LOG_LINES),
         ),
         ("GET", "topology"): lambda s, o, q, b: operations.topology(s, o),
         ("GET", "kubectl/get"): lambda s, o, q, b: operations.get_json(

@@ -73,6 +73,28 @@ CALLS: list[Call] = [
     Call("GET", "metrics/query", [("query", "sum(")]),
     Call("GET", "metrics/query", [("query", "")], answered_in_process=False),
     Call("GET", "metrics/query", answered_in_process=False),
+    Call("GET", "metrics/query_range", [("query", "up")]),
+    Call(
+        "GET",
+        "metrics/query_range",
+        [("query", "sum(rate(traces_span_metrics_calls_total[2m]))"), ("step", "30s")],
+    ),
+    Call("GET", "metrics/query_range", [("query", "up"), ("step", "0")]),
+    Call("GET", "metrics/query_range", [("query", "up"), ("start", "x"), ("end", "y")]),
+    Call("GET", "metrics/query_range", [("query", "")], answered_in_process=False),
+    Call("GET", "logs/query_range", [("query", '{service_name="cart"}')]),
+    Call(
+        "GET", "logs/query_range", [("query", '{service_name="cart"} |= "error"'), ("limit", "5")]
+    ),
+    Call("GET", "logs/query_range", [("query", '{service_name="cart"}'), ("limit", "5000")]),
+    Call("GET", "logs/query_range", [("query", "{"), ("limit", "1")]),
+    Call("GET", "logs/query_range", [("query", '{service_name="cart"}'), ("limit", "007")]),
+    Call("GET", "logs/query_range", [("query", "{}"), ("limit", "0")], answered_in_process=False),
+    Call("GET", "logs/query_range", [("query", "{}"), ("limit", "1e2")], answered_in_process=False),
+    Call("GET", "logs/query_range", [("query", "{}"), ("limit", " 7")], answered_in_process=False),
+    Call(
+        "GET", "logs/query_range", [("query", "{}"), ("limit", "99999")], answered_in_process=False
+    ),
     Call("GET", "topology"),
     Call("GET", "kubectl/get", [("kind", "pods")]),
     Call("GET", "kubectl/get", [("kind", "Deployment"), ("name", "cart")]),
@@ -133,7 +155,6 @@ CALLS: list[Call] = [
         [("kind", "Deployment"), ("name", "cart")],
         answered_in_process=False,
     ),
-    Call("GET", "metrics/query_range", [("query", "up")], answered_in_process=False),
     Call("DELETE", "task", answered_in_process=False),
     Call("GET", "alerts", headers=[(b"authorization", b"bearer  token-a ")]),
     WAIT,
