@@ -116,8 +116,13 @@ def _routes() -> dict[tuple[str, str], Handler]:
     return routes
 
 
+def _list_trials(session: TrialSession, origin: Origin, params: Params, body: Payload) -> Any:
+    return operations.list_trials(session, origin, params.get("state"))
+
+
 ROUTES = _routes()
-"""The routes answered in process, by (method, path after `/v1/trials/{trial_id}/`)."""
+"""The routes answered in process, by (method, path after `/v1/trials/{trial_id}/`); and
+`GET /v1/trials`."""
 
 
 class InProcessRoutes:
@@ -144,14 +149,19 @@ class InProcessRoutes:
             headers: The request headers, names in lower case.
             body: The whole request body.
         """
-        match = _PATH.fullmatch(raw_path)
-        if match is None:
-            return None
-        handler = ROUTES.get((method, match[2].decode("ascii")))
-        if handler is None:
-            return None
-        session = self._session(headers)
-        if session is None or session.trial_id != match[1].decode("ascii"):
+        if raw_path == b"/v1/trials" and method == "GET":
+            # The trials the token reaches: the caller's own, whatever trial that is.
+            handler: Handler | None = _list_trials
+            session = self._session(headers)
+        else:
+            match = _PATH.fullmatch(raw_path)
+            if match is None:
+                return None
+            handler = ROUTES.get((method, match[2].decode("ascii")))
+            session = self._session(headers) if handler is not None else None
+            if session is not None and session.trial_id != match[1].decode("ascii"):
+                return None
+        if handler is None or session is None:
             return None
         payload = _payload(headers, body)
         if payload is None:

@@ -58,6 +58,12 @@ class Call:
 
 WAIT = Call("POST", "wait", body={"seconds": 30})
 CALLS: list[Call] = [
+    Call("GET", "/v1/trials"),
+    Call("GET", "/v1/trials", [("state", "Ready")]),
+    Call("GET", "/v1/trials", [("state", "Closed")]),
+    Call("GET", "/v1/trials", headers=[], answered_in_process=False),
+    Call("GET", "/v1/trials", headers=[(b"authorization", b"Bearer x")], answered_in_process=False),
+    Call("POST", "/v1/trials", answered_in_process=False),
     Call("GET", "task"),
     Call("POST", "started"),
     Call("GET", "alerts"),
