@@ -34,6 +34,7 @@ from itbench.execution.evidence import MemoryEvidenceStore
 from itbench.execution.executor import TrialExecutor
 from itbench.execution.plan import TrialPlan
 from itbench.execution.runners import agent_runner, callable_runner, loopback_url
+from itbench.gateway.inprocess import InProcessGateway
 from itbench.gateway.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -50,15 +51,15 @@ POOL_RETRIES = 2
 
 @dataclass
 class _Worker:
-    """What one worker process reuses across trials: the gateway's registry and app (served on
-    loopback once an agent command needs it)."""
+    """What one worker process reuses across trials: the gateway's registry and the gateway its
+    in-process agents call (whose app is served on loopback once an agent command needs it)."""
 
     registry: SessionRegistry
-    app: Any
+    app: InProcessGateway
 
     def url(self) -> str:
         """The URL of this worker's gateway on loopback (served on first use)."""
-        return loopback_url(self.app)
+        return loopback_url(self.app.app)
 
 
 GC_THRESHOLDS = (1_000_000, 50, 100)
@@ -98,10 +99,8 @@ def _init_worker() -> None:
 @functools.cache
 def _worker() -> _Worker:
     # Built on first use in each worker process (never at import), then reused by its trials.
-    from itbench.gateway.app import create_app
-
     registry = SessionRegistry()
-    return _Worker(registry=registry, app=create_app(registry, inline=True))
+    return _Worker(registry=registry, app=InProcessGateway(registry))
 
 
 def builtin_runner(agent: BuiltinAgent | AgentInfo, app: Any) -> AgentRunner:

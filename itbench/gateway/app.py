@@ -20,9 +20,10 @@ from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, Post
 from itbench.core.models.observations import AgentAction
 from itbench.gateway.inprocess import InProcessRoutes
 from itbench.gateway.metrics import GatewayMetrics
-from itbench.gateway.problems import Problem, install_handlers
+from itbench.gateway.problems import Problem
 from itbench.gateway.routes import act, host, observe, oracle, protocol, submit
 from itbench.gateway.routes.deps import endpoint_wrapper
+from itbench.gateway.routes.handlers import install_handlers
 from itbench.gateway.schemas import WaitRequest
 from itbench.gateway.sessions import SessionRegistry
 

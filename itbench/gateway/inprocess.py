@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -32,7 +34,7 @@ from itbench.gateway.errors import CallError, UnknownTrialError
 from itbench.gateway.operations import Origin, Payload
 from itbench.gateway.operations.observe import MAX_LOG_LINES
 from itbench.gateway.operations.protocol import REPORT_MODELS, ReportName
-from itbench.gateway.problems import call_error_response
+from itbench.gateway.problems import problem_answer
 from itbench.gateway.schemas import MAX_BODY_BYTES
 from itbench.gateway.sessions import SessionRegistry, TrialSession
 
@@ -174,8 +176,7 @@ class InProcessRoutes:
         except _DeclinedError:
             return None
         except CallError as exc:
-            response = call_error_response(exc, method, path, lambda: session)
-            return response.status_code, list(response.raw_headers), bytes(response.body)
+            return problem_answer(exc, method, path, lambda: session)
         return 200, _JSON_HEADERS, _document(result)
 
     def _session(self, headers: list[tuple[bytes, bytes]]) -> TrialSession | None:
@@ -222,3 +223,31 @@ def _document(result: Any) -> bytes:
     except (TypeError, ValueError):
         # Values plain JSON has no form for (a time, NaN): as the app's validation writes them.
         return to_json(result, inf_nan_mode="null")
+
+
+class InProcessGateway:
+    """The gateway an in-process client calls: the in-process answers first, then the app
+    (`create_app(registry, inline=True)`), built when a request first needs it. A process whose
+    agents make only the calls answered in process (a benchmark worker running the baselines)
+    never loads the web framework."""
+
+    def __init__(self, registry: SessionRegistry) -> None:
+        """Serve the sessions of `registry`."""
+        self.registry = registry
+        self.state = SimpleNamespace(in_process=InProcessRoutes(registry))
+        self._app: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def app(self) -> Any:
+        """The app (built on first use)."""
+        with self._lock:
+            if self._app is None:
+                from itbench.gateway.app import create_app
+
+                self._app = create_app(self.registry, inline=True)
+            return self._app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve one ASGI exchange through the app."""
+        await self.app(scope, receive, send)

@@ -1,23 +1,20 @@
-"""RFC 7807 problem responses: every gateway error names its cause and the field or object.
+"""RFC 7807 problems: every gateway error names its cause and the field or object.
 
-Operations raise the domain errors of `itbench.gateway.errors`; `install_handlers` maps them, once,
-to HTTP statuses and `application/problem+json` bodies, and does the same for FastAPI's own
-validation errors and unknown routes. A call refused before its operation ran (a malformed,
-oversized or incomplete request) is recorded on the caller's trial here.
+Operations raise the domain errors of `itbench.gateway.errors`; this module maps them, once, to
+HTTP statuses and `application/problem+json` documents, and records on the caller's trial a call
+refused before its operation ran (a malformed, oversized or incomplete request). The app's
+handlers (`itbench.gateway.routes.handlers`) and the in-process answers
+(`itbench.gateway.inprocess`) both answer through it; it needs no web framework.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itbench.gateway.errors import (
-    MAX_FIELD_ERRORS,
     BadInputError,
     CallError,
     EnvironmentUnavailableError,
@@ -29,10 +26,7 @@ from itbench.gateway.errors import (
     TooLargeError,
     UnauthenticatedError,
     WrongStateError,
-    bounded,
 )
-from itbench.gateway.metrics import REFUSED_KEY
-from itbench.gateway.routes.deps import caller_of
 from itbench.gateway.sessions import TrialSession
 
 PROBLEM_BASE = "https://itbench.io/problems/"
@@ -91,21 +85,21 @@ def problem_of(exc: CallError, instance: str) -> Problem:
     )
 
 
-def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
-    """A JSON response carrying a problem."""
-    return JSONResponse(
+def problem_document(problem: Problem) -> bytes:
+    """A problem as the JSON document of its response (as the app's JSON responses write
+    JSON: compact, UTF-8, no NaN)."""
+    return json.dumps(
         problem.model_dump(mode="json"),
-        status_code=problem.status,
-        media_type=PROBLEM_MEDIA_TYPE,
-        headers=headers,
-    )
+        ensure_ascii=False,
+        allow_nan=False,
+        separators=(",", ":"),
+    ).encode()
 
 
-def call_error_response(
+def record_rejection(
     exc: CallError, method: str, path: str, caller: Callable[[], TrialSession | None]
-) -> JSONResponse:
-    """The problem response to a call error, recording on the caller's trial a request refused
-    before its operation ran (once).
+) -> None:
+    """Record on the caller's trial a request refused before its operation ran (once).
 
     Args:
         exc: The error.
@@ -113,79 +107,34 @@ def call_error_response(
         path: The request's path.
         caller: Finds the session of the request's token (None: none).
     """
-    status = status_of(exc)
-    if not exc.recorded and status in REJECTED_BEFORE_ROUTE:
+    if not exc.recorded and status_of(exc) in REJECTED_BEFORE_ROUTE:
         session = caller()
         if session is not None:
             session.record(
                 method=method, path=path, action="request", outcome="rejected", reason=exc.detail
             )
             exc.recorded = True
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return problem_response(problem_of(exc, path), headers)
 
 
-def install_handlers(app: FastAPI) -> None:
-    """Answer every error of the app with a problem response, recording on the caller's trial
-    the requests refused before their operation ran."""
+def problem_headers(status: int) -> dict[str, str]:
+    """The headers a problem response carries besides its content type and length."""
+    return {"WWW-Authenticate": "Bearer"} if status == 401 else {}
 
-    async def on_call_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, CallError)
-        if isinstance(exc, RefusedError):
-            request.scope[REFUSED_KEY] = True  # the request metrics count it as refused
-        return call_error_response(
-            exc, request.method, request.url.path, lambda: caller_of(request)
-        )
 
-    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        errors = [
-            FieldError(
-                field=bounded(".".join(str(p) for p in err.get("loc", ())) or "(request)", 200),
-                message=bounded(str(err.get("msg", "invalid"))),
-            )
-            for err in exc.errors()[:MAX_FIELD_ERRORS]
-        ]
-        names = ", ".join(e.field for e in errors)
-        session = caller_of(request)
-        if session is not None:
-            session.record(
-                method=request.method,
-                path=request.url.path,
-                action="request",
-                outcome="rejected",
-                reason="invalid request parameters",
-                detail={"errors": [str(e.get("loc")) for e in exc.errors()]},
-            )
-        return problem_response(
-            Problem(
-                type=PROBLEM_BASE + "invalid-request",
-                title="Invalid request",
-                status=422,
-                detail=bounded(f"invalid request parameters: {names}"),
-                instance=request.url.path,
-                errors=errors,
-            )
-        )
-
-    async def on_http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        slug = "not-found" if exc.status_code == 404 else f"http-{exc.status_code}"
-        detail = (
-            f"no such endpoint: {request.method} {request.url.path}; see /openapi.json"
-            if exc.status_code in (404, 405)
-            else str(exc.detail)
-        )
-        return problem_response(
-            Problem(
-                type=PROBLEM_BASE + slug,
-                title=str(exc.detail),
-                status=exc.status_code,
-                detail=bounded(detail),
-                instance=request.url.path,
-            )
-        )
-
-    app.add_exception_handler(CallError, on_call_error)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http)
+def problem_answer(
+    exc: CallError, method: str, path: str, caller: Callable[[], TrialSession | None]
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """A call error's response as (status, headers, body), recording it as `record_rejection`
+    says; the same response the app's handler sends."""
+    record_rejection(exc, method, path, caller)
+    problem = problem_of(exc, path)
+    body = problem_document(problem)
+    headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in problem_headers(problem.status).items()
+    ]
+    headers += [
+        (b"content-length", str(len(body)).encode()),
+        (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+    ]
+    return problem.status, headers, body

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,10 +15,10 @@ import pytest
 from gateway_fakes import Gateway
 from hostile_requests import CORPUS
 
-from itbench.client import InProcessTransport
-from itbench.gateway.inprocess import ROUTES
+from itbench.client import InProcessTransport, ITBenchAPIError, ITBenchClient
+from itbench.gateway.inprocess import ROUTES, InProcessGateway
 from itbench.gateway.schemas import MAX_BODY_BYTES
-from itbench.gateway.sessions import TrialSession
+from itbench.gateway.sessions import SessionRegistry, TrialSession
 
 
 @dataclass
@@ -252,3 +253,24 @@ def test_a_hostile_request_gets_the_same_answer_both_ways(
     assert got == expected
     assert got[0] == bad.status
     assert _trail(fast) == _trail(slow)
+
+
+def test_the_in_process_gateway_builds_its_app_only_for_a_request_left_to_it() -> None:
+    registry = SessionRegistry()
+    gateway = InProcessGateway(registry)
+    session = Gateway(inline=True).open_sim("solo", seed=5)
+    registry.open(session)
+    registry.mark_ready("solo", session.env.now() + timedelta(hours=1))
+    client = ITBenchClient.in_process(gateway, session.token)
+    try:
+        client.next_trial()
+        assert client.task().trial_id == "solo"
+        assert client.query("up")["resultType"] == "vector"
+        assert gateway._app is None  # every call so far was answered in process
+        with pytest.raises(ITBenchAPIError) as refused:
+            client.describe("Deployment", "no-such")  # left to the app
+        assert refused.value.status == 404
+        assert gateway._app is not None
+        assert session.audit[-1].outcome == "error"
+    finally:
+        client.close()
