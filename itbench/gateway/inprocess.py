@@ -3,17 +3,17 @@
 An in-process client (`itbench.client.InProcessTransport`) offers each request to
 `InProcessRoutes.answer` before the app. A request on one of the routes below, carrying a
 well-formed bearer token of the trial in its path and parameters its HTTP route accepts, is
-answered here: the same operation with the same origin (method and path), an error as the same
-RFC 7807 problem recorded the same way, and the same JSON document. Anything else (another
+answered here: the same operation with the same origin (method and path), an error as the same RFC
+7807 problem recorded the same way, and a JSON document of the same values. Anything else (another
 route, a missing, unknown or foreign token, a parameter the route would refuse, a body beyond the
-size limit, an escaped path) gets None and goes through the app, whose dependencies, validation
-and handlers answer and record it exactly as over HTTP; none of them has run an operation or
-written the audit trail by then.
+size limit, an escaped path) gets None and goes through the app, whose dependencies, validation and
+handlers answer and record it exactly as over HTTP; none of them has run an operation or written
+the audit trail by then.
 
-The HTTP framework's routing, dependency solving and response validation cost an agent's call
-about as much as the work it asks for; a benchmark's agents make tens of calls per trial.
-`tests/integration/test_gateway_inprocess.py` sends the same requests both ways and compares
-status, document and audit trail.
+The HTTP framework's routing, dependency solving and response validation cost an agent's call about
+as much as the work it asks for; a benchmark's agents make tens of calls per trial.
+`tests/integration/gateway/test_gateway_inprocess.py` sends the same requests both ways and
+compares status, document and audit trail.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ _PATH = re.compile(rb"/v1/trials/([A-Za-z0-9._~:-]+)/([a-z_/]+)")
 """A trial route's path without escapes: the trial id (as the app's `{trial_id}` reads it when
 nothing in the path is escaped) and the route's own part."""
 
-_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+_JSON = (b"content-type", b"application/json")
 
 
 class _DeclinedError(Exception):
@@ -177,7 +178,9 @@ class InProcessRoutes:
             return None
         except CallError as exc:
             return problem_answer(exc, method, path, lambda: session)
-        return 200, _JSON_HEADERS, _document(result)
+        document = _document(result)
+        headers = [(b"content-length", str(len(document)).encode()), _JSON]
+        return 200, headers, document
 
     def _session(self, headers: list[tuple[bytes, bytes]]) -> TrialSession | None:
         # The token as the app's bearer dependency reads it: the first Authorization header,
