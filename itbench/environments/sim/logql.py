@@ -15,17 +15,61 @@ from typing import Any, Protocol
 from itbench.environments.sim.regex import RegexError, compile_regex
 
 
-@dataclass
 class LogLine:
-    """One log entry: its time in epoch seconds and its text."""
+    """One log entry: its time in epoch seconds and its text.
+
+    The text may be written when it is first read (`deferred`): most lines of a trial are never
+    read, and formatting them is a fair share of what the twin does per tick.
+    """
 
     t: float
-    line: str
+    _line: str | None
+    _render: Callable[..., str] | None
+    _args: tuple[Any, ...]
 
     def __init__(self, t: float, line: str) -> None:
         """A log entry (written out: see "Compiled build" in docs/architecture.md)."""
         self.t = t
-        self.line = line
+        self._line = line
+        self._render = None
+        self._args = ()
+
+    @staticmethod
+    def deferred(t: float, render: Callable[..., str], args: tuple[Any, ...]) -> LogLine:
+        """A log entry whose text is `render(*args)`, written when first read (`args` must not
+        change in between: plain values)."""
+        entry = LogLine(t, "")
+        entry._line = None
+        entry._render = render
+        entry._args = args
+        return entry
+
+    @property
+    def line(self) -> str:
+        """The text."""
+        line = self._line
+        if line is None:
+            render = self._render
+            assert render is not None
+            line = render(*self._args)
+            self._line = line
+            self._render = None
+            self._args = ()
+        return line
+
+    def __eq__(self, other: object) -> bool:
+        """Equal time and text."""
+        if not isinstance(other, LogLine):
+            return NotImplemented
+        return self.t == other.t and self.line == other.line
+
+    def __hash__(self) -> int:
+        """Of the time and text."""
+        return hash((self.t, self.line))
+
+    def __repr__(self) -> str:
+        """`LogLine(t=..., line=...)`."""
+        return f"LogLine(t={self.t!r}, line={self.line!r})"
 
 
 class LogStore(Protocol):

@@ -346,3 +346,29 @@ def test_each_loki_stream_carries_the_labels_of_its_pod() -> None:
         assert labels["service_instance_id"] == pod["metadata"]["uid"]
         assert labels["k8s_replicaset_name"] == pod["metadata"]["ownerReferences"][0]["name"]
         assert lines
+
+
+def test_a_deferred_log_line_reads_as_the_line_written_at_once() -> None:
+    from itbench.environments.sim.logql import LogLine
+    from itbench.environments.sim.telemetry.logs import INFO_TEXT, LogBook, info_line_args
+    from itbench.environments.sim.traffic import OpStats
+
+    calls: list[tuple[object, ...]] = []
+
+    def render(*args: object) -> str:
+        calls.append(args)
+        return INFO_TEXT(*args)  # type: ignore[arg-type]
+
+    stats = OpStats(rate=12.345, error=0.0, latency=Latency(41.6, 0.1, 300.0))
+    args = info_line_args("cart", "oteldemo.CartService/GetCart", stats, 1_767_225_600.25)
+    book = LogBook()
+    book.write_deferred("p", {"k8s_pod_name": "p"}, 5.0, render, args)
+    book.write("p", None, 6.0, INFO_TEXT(*args))
+    assert not calls  # nothing is formatted until read
+    (_, (deferred, eager)), *_ = book.streams()
+    assert deferred.line == eager.line
+    assert deferred.line.endswith("GetCart served at 12.35/s, median 42 ms")
+    assert deferred == LogLine(5.0, eager.line) and deferred != LogLine(6.0, eager.line)
+    assert book.tail("p", 2) == [eager.line, eager.line]
+    assert len(calls) == 1  # formatted once, then kept
+    assert repr(deferred) == f"LogLine(t=5.0, line={eager.line!r})"

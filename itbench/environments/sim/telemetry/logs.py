@@ -4,8 +4,9 @@ writes in its own language's format."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from itbench.core.shop import SERVICE_BY_NAME
 from itbench.environments.sim.logql import LogLine
@@ -31,6 +32,24 @@ class LogBook:
             self._streams[pod] = entry
         lines = entry[1]
         lines.append(LogLine(t, line))
+        if len(lines) > MAX_LINES_PER_STREAM:
+            del lines[: len(lines) - MAX_LINES_PER_STREAM]
+
+    def write_deferred(
+        self,
+        pod: str,
+        loki: dict[str, str] | None,
+        t: float,
+        render: Callable[..., str],
+        args: tuple[Any, ...],
+    ) -> None:
+        """`write` a line whose text is `render(*args)`, formatted when first read."""
+        entry = self._streams.get(pod)
+        if entry is None:
+            entry = (loki, [])
+            self._streams[pod] = entry
+        lines = entry[1]
+        lines.append(LogLine.deferred(t, render, args))
         if len(lines) > MAX_LINES_PER_STREAM:
             del lines[: len(lines) - MAX_LINES_PER_STREAM]
 
@@ -124,9 +143,21 @@ def _startup_line(svc: str) -> str:
     return f"{svc} started; listening on port {port}" if port else f"{svc} started"
 
 
-def _info_line(svc: str, op: str, stats: OpStats, t: float) -> str:
-    message = f"{op} served at {stats.rate:.2f}/s, median {stats.latency.median_ms:.0f} ms"
+def info_line_args(
+    svc: str, op: str, stats: OpStats, t: float
+) -> tuple[str, str, float, float, float]:
+    """What `_info_text` formats an operation's info line from (plain values, kept until the
+    line is read)."""
+    return (svc, op, stats.rate, stats.latency.median_ms, t)
+
+
+def _info_text(svc: str, op: str, rate: float, median_ms: float, t: float) -> str:
+    message = f"{op} served at {rate:.2f}/s, median {median_ms:.0f} ms"
     return _format(svc, "info", message, t - 7)
+
+
+INFO_TEXT = _info_text
+"""Formats an operation's info line from `info_line_args` (for `LogBook.write_deferred`)."""
 
 
 def _error_line(svc: str, op: str, cause: str, t: float) -> str:
