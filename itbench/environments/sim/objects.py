@@ -708,4 +708,17 @@ def baseline_objects(namespace: str) -> list[Obj]:
     """Every object of the healthy shop: the pinned chart as the API server stores it, the
     stack's autoscalers and alert rules, the namespace and the nodes (without ReplicaSets, Pods
     and Endpoints: controllers derive those)."""
-    return [clone(o) for o in _baseline(namespace)]
+    data = _baseline_data(namespace)
+    if data is None:
+        return [clone(o) for o in _baseline(namespace)]
+    return [marshal.loads(b) for b in data]
+
+
+@lru_cache(maxsize=8)
+def _baseline_data(namespace: str) -> list[bytes] | None:
+    # Each baseline object marshalled once, as `clone` marshals it: a copy is then a read
+    # (None: not plain data).
+    try:
+        return [marshal.dumps(o) for o in _baseline(namespace)]
+    except ValueError:
+        return None
