@@ -126,7 +126,7 @@ class InProcessTransport(httpx.BaseTransport):
     ASGI exchange is done here (one request message, the response collected in memory), which
     is all an in-process call needs.
 
-    An app whose `state.in_process` has an `answer(method, raw_path, query, headers, body)`
+    An app whose `state.in_process` has an `answer((method, raw_path, query, headers, body))`
     (the gateway's, see `itbench.gateway.inprocess`) is offered each request first; the requests
     it answers None to go through the app.
     """
@@ -176,7 +176,7 @@ class InProcessTransport(httpx.BaseTransport):
         The SDK calls this directly for in-process clients, without building httpx objects.
         """
         if self._answer is not None:
-            answer = self._answer(method, raw_path, query, headers, body)
+            answer = self._answer((method, raw_path, query, headers, body))
             if answer is not None:
                 return answer
         scope = {

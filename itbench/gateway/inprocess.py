@@ -38,6 +38,8 @@ from itbench.gateway.problems import problem_answer
 from itbench.gateway.schemas import MAX_BODY_BYTES
 from itbench.gateway.sessions import SessionRegistry, TrialSession
 
+Request = tuple[str, bytes, bytes, list[tuple[bytes, bytes]], bytes]
+"""(method, raw path, query string, headers, body), as `InProcessTransport.exchange` takes it."""
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 """(status, response headers, response body), as `InProcessTransport.exchange` returns it."""
 
@@ -135,23 +137,14 @@ class InProcessRoutes:
         """Serve the sessions of `registry`, as the app built over it does."""
         self._registry = registry
 
-    def answer(
-        self,
-        method: str,
-        raw_path: bytes,
-        query: bytes,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-    ) -> Answer | None:
+    def answer(self, request: Request) -> Answer | None:
         """The answer to one request, or None when the app is to answer it.
 
         Args:
-            method: The HTTP method.
-            raw_path: The path as sent (percent-escaped).
-            query: The query string as sent.
-            headers: The request headers, names in lower case.
-            body: The whole request body.
+            request: (method, path as sent (percent-escaped), query string as sent, headers with
+                names in lower case, the whole body).
         """
+        method, raw_path, query, headers, body = request
         if raw_path == b"/v1/trials" and method == "GET":
             # The trials the token reaches: the caller's own, whatever trial that is.
             handler: Handler | None = _list_trials

@@ -230,7 +230,7 @@ def test_the_app_answers_what_the_in_process_answers_leave(
     for call in CALLS:
         path, query, headers, body = call.request(fast)
         trail = len(fast.audit)
-        result = answer(call.method, path, query, headers, body)
+        result = answer((call.method, path, query, headers, body))
         assert (result is not None) == call.answered_in_process, call
         if result is None:
             assert len(fast.audit) == trail, call
