@@ -18,7 +18,6 @@ compares status, document and audit trail.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from itbench.gateway.errors import CallError, UnknownTrialError
 from itbench.gateway.operations import Origin, Payload
 from itbench.gateway.operations.observe import MAX_LOG_LINES
 from itbench.gateway.operations.protocol import REPORT_MODELS, ReportName
-from itbench.gateway.problems import problem_answer
+from itbench.gateway.problems import json_document, problem_answer
 from itbench.gateway.schemas import MAX_BODY_BYTES
 from itbench.gateway.sessions import SessionRegistry, TrialSession
 
@@ -213,9 +212,7 @@ def _document(result: Any) -> bytes:
     if isinstance(result, BaseModel):
         return result.model_dump_json(by_alias=True).encode()
     try:
-        return json.dumps(
-            result, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-        ).encode()
+        return json_document(result)
     except (TypeError, ValueError):
         # Values plain JSON has no form for (a time, NaN): as the app's validation writes them.
         return to_json(result, inf_nan_mode="null")

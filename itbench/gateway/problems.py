@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -85,21 +86,18 @@ def problem_of(exc: CallError, instance: str) -> Problem:
     )
 
 
-def problem_document(problem: Problem) -> bytes:
-    """A problem as the JSON document of its response (as the app's JSON responses write
-    JSON: compact, UTF-8, no NaN)."""
-    return json.dumps(
-        problem.model_dump(mode="json"),
-        ensure_ascii=False,
-        allow_nan=False,
-        separators=(",", ":"),
-    ).encode()
+def json_document(value: Any) -> bytes:
+    """A value as the app's JSON responses write it: compact, UTF-8, no NaN (raises
+    ValueError or TypeError for what plain JSON has no form for)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-def record_rejection(
+def problem_answer(
     exc: CallError, method: str, path: str, caller: Callable[[], TrialSession | None]
-) -> None:
-    """Record on the caller's trial a request refused before its operation ran (once).
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """A call error's response as (status, headers, body), recording on the caller's trial a
+    request refused before its operation ran (once). The app's handler and the in-process answers
+    both send it.
 
     Args:
         exc: The error.
@@ -107,34 +105,18 @@ def record_rejection(
         path: The request's path.
         caller: Finds the session of the request's token (None: none).
     """
-    if not exc.recorded and status_of(exc) in REJECTED_BEFORE_ROUTE:
+    status = status_of(exc)
+    if not exc.recorded and status in REJECTED_BEFORE_ROUTE:
         session = caller()
         if session is not None:
             session.record(
                 method=method, path=path, action="request", outcome="rejected", reason=exc.detail
             )
             exc.recorded = True
-
-
-def problem_headers(status: int) -> dict[str, str]:
-    """The headers a problem response carries besides its content type and length."""
-    return {"WWW-Authenticate": "Bearer"} if status == 401 else {}
-
-
-def problem_answer(
-    exc: CallError, method: str, path: str, caller: Callable[[], TrialSession | None]
-) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """A call error's response as (status, headers, body), recording it as `record_rejection`
-    says; the same response the app's handler sends."""
-    record_rejection(exc, method, path, caller)
-    problem = problem_of(exc, path)
-    body = problem_document(problem)
-    headers = [
-        (name.lower().encode("latin-1"), value.encode("latin-1"))
-        for name, value in problem_headers(problem.status).items()
-    ]
+    body = json_document(problem_of(exc, path).model_dump(mode="json"))
+    headers = [(b"www-authenticate", b"Bearer")] if status == 401 else []
     headers += [
         (b"content-length", str(len(body)).encode()),
         (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
     ]
-    return problem.status, headers, body
+    return status, headers, body

@@ -5,19 +5,12 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from itbench.gateway.errors import MAX_FIELD_ERRORS, CallError, FieldError, RefusedError, bounded
 from itbench.gateway.metrics import REFUSED_KEY
-from itbench.gateway.problems import (
-    PROBLEM_BASE,
-    PROBLEM_MEDIA_TYPE,
-    Problem,
-    problem_headers,
-    problem_of,
-    record_rejection,
-)
+from itbench.gateway.problems import PROBLEM_BASE, PROBLEM_MEDIA_TYPE, Problem, problem_answer
 from itbench.gateway.routes.deps import caller_of
 
 
@@ -35,14 +28,16 @@ def install_handlers(app: FastAPI) -> None:
     """Answer every error of the app with a problem response, recording on the caller's trial
     the requests refused before their operation ran."""
 
-    async def on_call_error(request: Request, exc: Exception) -> JSONResponse:
+    async def on_call_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, CallError)
         if isinstance(exc, RefusedError):
             request.scope[REFUSED_KEY] = True  # the request metrics count it as refused
-        path = request.url.path
-        record_rejection(exc, request.method, path, lambda: caller_of(request))
-        problem = problem_of(exc, path)
-        return problem_response(problem, problem_headers(problem.status) or None)
+        status, headers, body = problem_answer(
+            exc, request.method, request.url.path, lambda: caller_of(request)
+        )
+        response = Response(body, status_code=status)
+        response.raw_headers = headers
+        return response
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -350,20 +350,23 @@ def test_each_loki_stream_carries_the_labels_of_its_pod() -> None:
 
 def test_a_deferred_log_line_reads_as_the_line_written_at_once() -> None:
     from itbench.environments.sim.logql import LogLine
-    from itbench.environments.sim.telemetry.logs import INFO_TEXT, LogBook, info_line_args
+    from itbench.environments.sim.telemetry.logs import LogBook, info_line, info_text
     from itbench.environments.sim.traffic import OpStats
 
     calls: list[tuple[object, ...]] = []
 
     def render(*args: object) -> str:
         calls.append(args)
-        return INFO_TEXT(*args)  # type: ignore[arg-type]
+        return info_text(*args)  # type: ignore[arg-type]
 
     stats = OpStats(rate=12.345, error=0.0, latency=Latency(41.6, 0.1, 300.0))
-    args = info_line_args("cart", "oteldemo.CartService/GetCart", stats, 1_767_225_600.25)
+    op, t = "oteldemo.CartService/GetCart", 1_767_225_600.25
+    line = info_line(5.0, "cart", op, stats, t)
+    args = ("cart", op, stats.rate, stats.latency.median_ms, t)
     book = LogBook()
-    book.write_deferred("p", {"k8s_pod_name": "p"}, 5.0, render, args)
-    book.write("p", None, 6.0, INFO_TEXT(*args))
+    book.append("p", {"k8s_pod_name": "p"}, LogLine.deferred(5.0, render, args))
+    book.write("p", None, 6.0, info_text(*args))
+    assert line == LogLine(5.0, info_text(*args))  # the scraper's line: the same text
     assert not calls  # nothing is formatted until read
     (_, (deferred, eager)), *_ = book.streams()
     assert deferred.line == eager.line

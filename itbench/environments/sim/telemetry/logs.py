@@ -4,9 +4,8 @@ writes in its own language's format."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from itbench.core.shop import SERVICE_BY_NAME
 from itbench.environments.sim.logql import LogLine
@@ -26,30 +25,16 @@ class LogBook:
 
     def write(self, pod: str, loki: dict[str, str] | None, t: float, line: str) -> None:
         """Append a line to a pod's log (and to Loki under `loki` labels when given)."""
-        entry = self._streams.get(pod)
-        if entry is None:
-            entry = (loki, [])
-            self._streams[pod] = entry
-        lines = entry[1]
-        lines.append(LogLine(t, line))
-        if len(lines) > MAX_LINES_PER_STREAM:
-            del lines[: len(lines) - MAX_LINES_PER_STREAM]
+        self.append(pod, loki, LogLine(t, line))
 
-    def write_deferred(
-        self,
-        pod: str,
-        loki: dict[str, str] | None,
-        t: float,
-        render: Callable[..., str],
-        args: tuple[Any, ...],
-    ) -> None:
-        """`write` a line whose text is `render(*args)`, formatted when first read."""
-        entry = self._streams.get(pod)
-        if entry is None:
-            entry = (loki, [])
-            self._streams[pod] = entry
-        lines = entry[1]
-        lines.append(LogLine.deferred(t, render, args))
+    def append(self, pod: str, loki: dict[str, str] | None, entry: LogLine) -> None:
+        """Append a log entry (one whose text is written when first read, too), as `write`."""
+        stream = self._streams.get(pod)
+        if stream is None:
+            stream = (loki, [])
+            self._streams[pod] = stream
+        lines = stream[1]
+        lines.append(entry)
         if len(lines) > MAX_LINES_PER_STREAM:
             del lines[: len(lines) - MAX_LINES_PER_STREAM]
 
@@ -143,21 +128,16 @@ def _startup_line(svc: str) -> str:
     return f"{svc} started; listening on port {port}" if port else f"{svc} started"
 
 
-def info_line_args(
-    svc: str, op: str, stats: OpStats, t: float
-) -> tuple[str, str, float, float, float]:
-    """What `_info_text` formats an operation's info line from (plain values, kept until the
-    line is read)."""
-    return (svc, op, stats.rate, stats.latency.median_ms, t)
+def info_line(at: float, svc: str, op: str, stats: OpStats, t: float) -> LogLine:
+    """An operation's info line at `at`, formatted (by `info_text`) when first read: most never
+    are. It keeps the plain values it is formatted from."""
+    return LogLine.deferred(at, info_text, (svc, op, stats.rate, stats.latency.median_ms, t))
 
 
-def _info_text(svc: str, op: str, rate: float, median_ms: float, t: float) -> str:
+def info_text(svc: str, op: str, rate: float, median_ms: float, t: float) -> str:
+    """The text of an operation's info line."""
     message = f"{op} served at {rate:.2f}/s, median {median_ms:.0f} ms"
     return _format(svc, "info", message, t - 7)
-
-
-INFO_TEXT = _info_text
-"""Formats an operation's info line from `info_line_args` (for `LogBook.write_deferred`)."""
 
 
 def _error_line(svc: str, op: str, cause: str, t: float) -> str:

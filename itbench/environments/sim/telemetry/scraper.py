@@ -10,12 +10,7 @@ from itbench.core.shop import PROXY, SERVICE_BY_NAME
 from itbench.environments.sim.objects import main_container
 from itbench.environments.sim.telemetry.cluster_metrics import _owner
 from itbench.environments.sim.telemetry.collector import CollectorExporter
-from itbench.environments.sim.telemetry.logs import (
-    INFO_TEXT,
-    _error_line,
-    _startup_line,
-    info_line_args,
-)
+from itbench.environments.sim.telemetry.logs import _error_line, _startup_line, info_line
 from itbench.environments.sim.telemetry.traces import (
     _ROUTE_SERVICES,
     SERVICE_NAMESPACE,
@@ -126,13 +121,7 @@ class Scraper(CollectorExporter):
             served = [(stats.rate, name, stats) for name, stats in by_service.get(svc, [])]
             busiest = max(served, default=None)
             if busiest is not None and busiest[0] > 0:
-                self.logs.write_deferred(
-                    pname,
-                    loki,
-                    t - dt / 2,
-                    INFO_TEXT,
-                    info_line_args(svc, busiest[1], busiest[2], t),
-                )
+                self.logs.append(pname, loki, info_line(t - dt / 2, svc, busiest[1], busiest[2], t))
             for _, name, stats in served:
                 if stats.rate * dt * stats.error >= 0.5 and stats.causes:
                     _, cause = max(stats.causes)
