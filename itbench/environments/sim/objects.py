@@ -8,6 +8,7 @@ import json
 import marshal
 import pickle
 import re
+import sys
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -717,8 +718,21 @@ def baseline_objects(namespace: str) -> list[Obj]:
 @lru_cache(maxsize=8)
 def _baseline_data(namespace: str) -> list[bytes] | None:
     # Each baseline object marshalled once, as `clone` marshals it: a copy is then a read
-    # (None: not plain data).
+    # (None: not plain data). Its strings are interned first, so that every copy, and every
+    # copy of a copy, shares one object per distinct string instead of holding its own: a
+    # twin's objects are mostly repeated keys, labels and images.
     try:
-        return [marshal.dumps(o) for o in _baseline(namespace)]
+        return [marshal.dumps(_interned(o)) for o in _baseline(namespace)]
     except ValueError:
         return None
+
+
+def _interned(value: Any) -> Any:
+    """Plain object data with every string, key or value, interned (`sys.intern`)."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, dict):
+        return {_interned(k): _interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    return value

@@ -109,3 +109,32 @@ def test_main_container_is_the_first() -> None:
         if o["kind"] == "Deployment" and o["metadata"]["name"] == "flagd"
     )
     assert main_container(flagd["spec"]["template"]["spec"])["name"] == "flagd"
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_twins_share_the_strings_of_their_baseline_objects_not_the_objects() -> None:
+    first = SimEnvironment(seed=1)
+    second = SimEnvironment(seed=2)
+    first.provision()
+    second.provision()
+    a = first.cluster.get("Deployment", "cart")
+    b = second.cluster.get("Deployment", "cart")
+    assert a is not None and b is not None
+    # One string object per distinct string across twins (keys, labels, images) ...
+    shared = {id(s) for s in _strings(a["spec"]["template"])}
+    assert shared == {id(s) for s in _strings(b["spec"]["template"])}
+    assert len(shared) < len(_strings(a["spec"]["template"]))
+    # ... in objects that are each twin's own: a change to one is not seen by the other.
+    a["spec"]["template"]["metadata"]["labels"]["changed"] = "yes"
+    a["spec"]["template"]["spec"]["containers"][0]["image"] = "other:1"
+    assert "changed" not in b["spec"]["template"]["metadata"]["labels"]
+    assert b["spec"]["template"]["spec"]["containers"][0]["image"] != "other:1"
