@@ -64,6 +64,14 @@ class OperatorSettings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Lowest level of log records written."
     )
+    max_environments: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        description="Simulated trials the operator hosts at once (`environment.execution: "
+        "process`); each holds a twin of the shop in the operator's memory, 10-15 MB, so the "
+        "default fits the chart's 512Mi limit; more admitted trials wait (WaitingForEnvironment).",
+    )
     trajectories_per_run: int = Field(
         default=500,
         ge=0,

@@ -121,6 +121,13 @@ def operator() -> None:
     help="Most Trials of one run whose trajectories are kept in ConfigMaps, the first to "
     "finish [settings: 500; 0: none].",
 )
+@click.option(
+    "--max-environments",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Simulated trials hosted at once, each a twin in this process's memory (10-15 MB); "
+    "more wait [settings: 20].",
+)
 @pass_settings
 def run(
     settings: Settings,
@@ -143,6 +150,7 @@ def run(
     log_format: str,
     log_level: str | None,
     trajectories_per_run: int | None,
+    max_environments: int | None,
 ) -> None:
     """Reconcile Scenarios, AgentSubmissions, BenchmarkRuns and Trials until interrupted."""
     from itbench.operator.app import connection_info, serve
@@ -169,6 +177,7 @@ def run(
         trajectories_per_run=(
             ops.trajectories_per_run if trajectories_per_run is None else trajectories_per_run
         ),
+        max_environments=ops.max_environments if max_environments is None else max_environments,
         own_kubeconfig=kubeconfig,
         trial_image=trial_image or ops.trial_image,
         ciso_host_image=ciso_host_image or ops.ciso_host_image,

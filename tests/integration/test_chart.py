@@ -268,6 +268,7 @@ def test_container_args_and_env_are_what_the_operator_understands(
     assert ctx.params["injector_service_account"] == f"{NAMESPACE}/itbench-injector"
     assert ctx.params["log_level"] == "info"
     assert ctx.params["trajectories_per_run"] == 500
+    assert ctx.params["max_environments"] == 20 == Settings().operator.max_environments
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == settings.operator.metrics_port
     assert ports["gateway"] == settings.gateway.port
@@ -396,6 +397,7 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         ('watchNamespaces="team-a"', "array"),
         ('operator={"logLevel": "loud"}', "logLevel"),
         ('operator={"trajectoriesPerRun": -1}', "minimum"),
+        ('operator={"maxEnvironments": 0}', "minimum"),
         ('agents={"namespace": "x"}', "namespace"),
         ('metrics={"prometheusRule": {"rules": [{"alert": "X"}]}}', "expr"),
         ('networkPolicy={"apiServer": {"cidrs": ["kubernetes.default"]}}', "pattern"),
@@ -406,6 +408,7 @@ def test_every_value_changes_the_rendered_output(helm: Path) -> None:
         "string-for-list",
         "bad-enum",
         "negative-retention",
+        "no-environments",
         "removed-value",
         "rule-without-expr",
         "api-server-by-name",

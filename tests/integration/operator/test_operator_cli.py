@@ -11,6 +11,7 @@ import sys
 import time
 
 import httpx
+import pytest
 from operator_lab import Cluster
 
 
@@ -101,3 +102,32 @@ def test_a_ciso_evaluator_account_without_its_namespace_is_a_usage_error() -> No
         result = CliRunner().invoke(cli, ["operator", "run", option, value])
         assert result.exit_code == 2, (value, result.output)
         assert "is not NAMESPACE/NAME" in result.output and option in result.output
+
+
+def test_the_environment_cap_comes_from_the_flag_or_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from click.testing import CliRunner
+
+    from itbench.cli.main import cli
+    from itbench.operator import app, kubeapi
+
+    caps: list[int] = []
+
+    async def serve(runtime: object, **_: object) -> None:
+        caps.append(runtime.config.max_environments)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(app, "serve", serve)
+    monkeypatch.setattr(app, "connection_info", lambda api: None)
+    monkeypatch.setattr(kubeapi, "connect", lambda kubeconfig: object())
+    monkeypatch.delenv("ITBENCH_OPERATOR__MAX_ENVIRONMENTS", raising=False)
+    for args, env, cap in (
+        ([], {}, 20),
+        ([], {"ITBENCH_OPERATOR__MAX_ENVIRONMENTS": "6"}, 6),
+        (["--max-environments", "3"], {"ITBENCH_OPERATOR__MAX_ENVIRONMENTS": "6"}, 3),
+    ):
+        result = CliRunner().invoke(cli, ["operator", "run", *args], env=env)
+        assert result.exit_code == 0, result.output
+        assert caps.pop() == cap
+    refused = CliRunner().invoke(cli, ["operator", "run", "--max-environments", "0"])
+    assert refused.exit_code == 2 and "--max-environments" in refused.output
