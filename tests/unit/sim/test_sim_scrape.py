@@ -3,6 +3,7 @@ series that stop being written end with a staleness marker."""
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime
 from typing import Any
@@ -273,6 +274,47 @@ def test_a_names_selection_is_the_same_list_until_a_series_of_it_is_made_or_firs
     assert store.select("m") == [a, b, c, d] and grouped == [a]
     assert store.select("none") == [] and store.select(None) == [a, b, c, d]
     assert with_b == [a, b]  # a selection handed out is never changed afterwards
+
+
+def test_an_unchanged_sample_is_the_series_last_float_object_and_reads_the_same() -> None:
+    import struct
+
+    from itbench.environments.sim.telemetry.store import TelemetryStore, _plus, _put
+
+    def bits(values: list[float]) -> list[bytes]:
+        return [struct.pack("<d", v) for v in values]
+
+    store = TelemetryStore()
+    s = store.handle((("__name__", "m"), ("pod", "a")))
+    written = [2.5, 2.5, 2.5, 0.0, 0.0, -0.0, -0.0, 0.0, 3.0, 3.0]
+    for i, value in enumerate(written):
+        _put(s, float(i), value * 1.0)  # a new float object every time
+    assert bits(s.values) == bits(written)  # zeros keep their sign
+    v = s.values
+    assert v[1] is v[0] and v[2] is v[0] and v[4] is v[3] and v[6] is v[5] and v[9] is v[8]
+    assert v[5] is not v[4] and v[7] is not v[6]  # a zero of the other sign is a change
+    assert store.changed("m", 4.0, 5.0) is False  # -0.0 == 0.0: no change for PromQL
+    # A counter's zero increment keeps its count's object; anything else adds.
+    count = 1e6 + 0.5
+    assert _plus(count, 0.0) is count and _plus(count, -0.0) is count
+    assert _plus(count, 1.0) == count + 1.0
+    assert bits([_plus(-0.0, 0.0), _plus(0.0, -0.0), _plus(-0.0, -0.0)]) == bits(
+        [-0.0 + 0.0, 0.0 + -0.0, -0.0 + -0.0]
+    )
+    assert math.isnan(_plus(math.nan, 0.0))
+
+
+def test_a_steady_twins_series_hold_one_float_object_per_run_of_equal_samples() -> None:
+    env = SimEnvironment(seed=4)
+    env.provision()
+    env.advance(600)
+    repeats = shared = 0
+    for series in env.series_store._index.values():
+        for before, after in zip(series.values, series.values[1:], strict=False):
+            if before == after and math.copysign(1.0, before) == math.copysign(1.0, after):
+                repeats += 1
+                shared += after is before
+    assert repeats > 1000 and shared == repeats
 
 
 def test_every_stored_series_is_keyed_by_its_labels_in_store_order() -> None:

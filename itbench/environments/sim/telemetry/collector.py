@@ -21,7 +21,13 @@ from itbench.environments.sim.registry import image_program
 from itbench.environments.sim.series import note_sample
 from itbench.environments.sim.telemetry.cluster_metrics import ClusterMetrics, _owner
 from itbench.environments.sim.telemetry.state import SpanKey
-from itbench.environments.sim.telemetry.store import SimSeries, _changed, _count_before, _sorted
+from itbench.environments.sim.telemetry.store import (
+    SimSeries,
+    _changed,
+    _count_before,
+    _plus,
+    _sorted,
+)
 from itbench.environments.sim.telemetry.traces import SERVICE_NAMESPACE, SIGMA, client_span_name
 from itbench.environments.sim.traffic import Latency, TrafficState
 from itbench.stack import chart_pin
@@ -243,7 +249,7 @@ class CollectorExporter(ClusterMetrics):
                     last = values[-1] if values else 0.0
                     if last != last or restarted:
                         last = _count_before(values, restarted)
-                    values.append(last + inc)
+                    values.append(_plus(last, inc))
                     if restarted:  # counts only ever fall when the collector restarted
                         note_sample(series, len(values) - 1, values[-1])
                     if len(values) < 2 or values[-1] != values[-2]:
@@ -257,7 +263,7 @@ class CollectorExporter(ClusterMetrics):
                         _changed(series, t)
                     continue
                 series.timestamps.append(t)
-                values.append(_count_before(values, restarted) + inc)
+                values.append(_plus(_count_before(values, restarted), inc))
                 note_sample(series, len(values) - 1, values[-1])
                 if len(values) < 2 or values[-1] != values[-2]:
                     _changed(series, t)

@@ -15,6 +15,7 @@ from itbench.environments.sim.telemetry.store import (
     TelemetryStore,
     _changed,
     _count_before,
+    _plus,
     _put,
     _sorted,
 )
@@ -134,7 +135,7 @@ class ScraperState:
                 _changed(s, t)
             return
         s.timestamps.append(t)
-        value = _count_before(s.values, restarted) + inc
+        value = _plus(_count_before(s.values, restarted), inc)
         if not s.values or value != s.values[-1]:
             _changed(s, t)
         s.values.append(value)

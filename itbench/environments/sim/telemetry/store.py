@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
+from math import copysign
 
 from itbench.environments.sim.series import STALE_NAN, Series, note_sample
 
@@ -171,6 +172,15 @@ def _sorted(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     return (*[kv for kv in labels if kv[0] == "__name__"], *rest)
 
 
+def _plus(count: float, increment: float) -> float:
+    """`count + increment`, as the very float object `count` when adding changes nothing (a zero
+    increment to anything but a negative zero), so that a counter that did not move holds one
+    object for its samples."""
+    if increment == 0.0 and (count != 0.0 or copysign(1.0, count) > 0.0) and count == count:
+        return count
+    return count + increment
+
+
 def _count_before(values: list[float], restarted: bool) -> float:
     """The count a cumulative series goes on from: its last sample; after staleness markers
     (its exporter was not scraped for a while), the last count before them; zero when the
@@ -195,6 +205,13 @@ def _put(s: SimSeries, t: float, value: float) -> None:
         note_sample(s, len(values) - 1, value)
         return
     s.timestamps.append(t)
+    if values:
+        last = values[-1]
+        if value == last and (value != 0.0 or copysign(1.0, value) == copysign(1.0, last)):
+            # Unchanged (zeros of one sign): the series holds its last float object again, so
+            # a steady series (most are) costs a list slot per sample, not a new float.
+            values.append(last)
+            return
     # The irregularity marks (`note_sample`) and the name's changes, inlined: this runs for
     # most samples.
     if not values or value != values[-1]:
