@@ -88,6 +88,37 @@ def test_alert_rules_live_in_a_prometheusrule_that_changes_the_fingerprint(
     assert env.snapshot().alert_rules_fingerprint != before
 
 
+def test_the_fingerprint_follows_every_edit_of_the_rules_and_only_their_content(
+    env: SimEnvironment,
+) -> None:
+    from itbench.core.alert_rules import rules_fingerprint
+
+    def rule() -> dict[str, object]:
+        return env.get_objects("PrometheusRule", RULE_NAME)[0]
+
+    original = env.snapshot().alert_rules_fingerprint
+    assert original == rules_fingerprint(rule())
+    env.advance(60)
+    assert env.snapshot().alert_rules_fingerprint == original
+    spec = rule()["spec"]
+    assert isinstance(spec, dict)
+    first = spec["groups"][0]["rules"][0]
+    edited = {**first, "expr": first["expr"] + " * 2"}
+    groups = [{**spec["groups"][0], "rules": [edited, *spec["groups"][0]["rules"][1:]]}]
+    patch = {"spec": {**spec, "groups": groups + spec["groups"][1:]}}
+    result = env.act(
+        AgentAction(verb=ActionVerb.PATCH, kind="PrometheusRule", name=RULE_NAME, patch=patch)
+    )
+    assert result.ok, result.message
+    changed = env.snapshot().alert_rules_fingerprint
+    assert changed != original and changed == rules_fingerprint(rule())
+    restore = {"spec": spec}
+    assert env.act(
+        AgentAction(verb=ActionVerb.PATCH, kind="PrometheusRule", name=RULE_NAME, patch=restore)
+    ).ok
+    assert env.snapshot().alert_rules_fingerprint == original  # the same rules again
+
+
 def test_inject_is_idempotent_per_key(env: SimEnvironment) -> None:
     from itbench.core.faults import get_fault
 
