@@ -100,9 +100,10 @@ def _history_of(cluster: Cluster, d: Obj, rng: random.Random, installed: float) 
         installed + rng.uniform(0.5, 1.0) * (cluster.now - installed) * k / revisions
         for k in range(1, revisions)
     )
-    current = clone(template)
+    current = template  # `_earlier_template` copies what it starts from
     if rng.random() < 0.5:
         # The latest rollout was a routine restart.
+        current = clone(template)
         current.setdefault("metadata", {}).setdefault("annotations", {})[RESTARTED_AT] = rfc3339(
             times[-1]
         )
@@ -116,7 +117,8 @@ def _history_of(cluster: Cluster, d: Obj, rng: random.Random, installed: float) 
     for revision, tpl in enumerate(reversed(earlier), start=1):
         h = template_hash(tpl)
         labels = {**((tpl.get("metadata") or {}).get("labels") or {}), "pod-template-hash": h}
-        rs_tpl = clone(tpl)
+        # Each earlier template is a copy of its own, used for this ReplicaSet only.
+        rs_tpl = tpl
         rs_tpl.setdefault("metadata", {})["labels"] = dict(labels)
         cluster.put(
             {
