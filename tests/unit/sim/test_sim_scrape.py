@@ -279,7 +279,7 @@ def test_a_names_selection_is_the_same_list_until_a_series_of_it_is_made_or_firs
 def test_an_unchanged_sample_is_the_series_last_float_object_and_reads_the_same() -> None:
     import struct
 
-    from itbench.environments.sim.telemetry.store import TelemetryStore, _plus, _put
+    from itbench.environments.sim.telemetry.store import TelemetryStore, _append_count, _put
 
     def bits(values: list[float]) -> list[bytes]:
         return [struct.pack("<d", v) for v in values]
@@ -295,13 +295,19 @@ def test_an_unchanged_sample_is_the_series_last_float_object_and_reads_the_same(
     assert v[5] is not v[4] and v[7] is not v[6]  # a zero of the other sign is a change
     assert store.changed("m", 4.0, 5.0) is False  # -0.0 == 0.0: no change for PromQL
     # A counter's zero increment keeps its count's object; anything else adds.
-    count = 1e6 + 0.5
-    assert _plus(count, 0.0) is count and _plus(count, -0.0) is count
-    assert _plus(count, 1.0) == count + 1.0
-    assert bits([_plus(-0.0, 0.0), _plus(0.0, -0.0), _plus(-0.0, -0.0)]) == bits(
-        [-0.0 + 0.0, 0.0 + -0.0, -0.0 + -0.0]
-    )
-    assert math.isnan(_plus(math.nan, 0.0))
+    for start, increment in [(1e6 + 0.5, 0.0), (1e6 + 0.5, -0.0), (0.0, -0.0), (0.0, 0.0)]:
+        counts = [start * 1.0]
+        assert _append_count(counts, False, increment) == start
+        assert counts[1] is counts[0]
+    for start, increment in [(1e6 + 0.5, 1.0), (-0.0, 0.0), (-0.0, -0.0), (math.nan, 0.0)]:
+        counts = [start * 1.0]
+        _append_count(counts, False, increment)
+        assert counts[1] is not counts[0]
+        expected = start + increment if start == start else 0.0 + increment
+        assert bits(counts[1:]) == bits([expected])
+    counts = [5.0]
+    assert _append_count(counts, True, 0.0) == 0.0 and bits(counts) == bits([5.0, 0.0])
+    assert _append_count([], False, 2.0) == 2.0
 
 
 def test_a_steady_twins_series_hold_one_float_object_per_run_of_equal_samples() -> None:

@@ -23,9 +23,8 @@ from itbench.environments.sim.telemetry.cluster_metrics import ClusterMetrics, _
 from itbench.environments.sim.telemetry.state import SpanKey
 from itbench.environments.sim.telemetry.store import (
     SimSeries,
+    _append_count,
     _changed,
-    _count_before,
-    _plus,
     _sorted,
 )
 from itbench.environments.sim.telemetry.traces import SERVICE_NAMESPACE, SIGMA, client_span_name
@@ -246,10 +245,7 @@ class CollectorExporter(ClusterMetrics):
                 ts.append(t)  # shared by every series of the span
                 for series, inc in zip(handles, increments, strict=True):
                     values = series.values
-                    last = values[-1] if values else 0.0
-                    if last != last or restarted:
-                        last = _count_before(values, restarted)
-                    values.append(_plus(last, inc))
+                    _append_count(values, restarted, inc)
                     if restarted:  # counts only ever fall when the collector restarted
                         note_sample(series, len(values) - 1, values[-1])
                     if len(values) < 2 or values[-1] != values[-2]:
@@ -263,7 +259,7 @@ class CollectorExporter(ClusterMetrics):
                         _changed(series, t)
                     continue
                 series.timestamps.append(t)
-                values.append(_plus(_count_before(values, restarted), inc))
+                _append_count(values, restarted, inc)
                 note_sample(series, len(values) - 1, values[-1])
                 if len(values) < 2 or values[-1] != values[-2]:
                     _changed(series, t)

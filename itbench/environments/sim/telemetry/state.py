@@ -13,9 +13,8 @@ from itbench.environments.sim.telemetry.logs import LogBook
 from itbench.environments.sim.telemetry.store import (
     SimSeries,
     TelemetryStore,
+    _append_count,
     _changed,
-    _count_before,
-    _plus,
     _put,
     _sorted,
 )
@@ -135,8 +134,10 @@ class ScraperState:
                 _changed(s, t)
             return
         s.timestamps.append(t)
-        value = _plus(_count_before(s.values, restarted), inc)
-        if not s.values or value != s.values[-1]:
+        values = s.values
+        n = len(values)
+        previous = values[-1] if n else 0.0
+        value = _append_count(values, restarted, inc)
+        if not n or value != previous:
             _changed(s, t)
-        s.values.append(value)
-        note_sample(s, len(s.values) - 1, value)
+        note_sample(s, n, value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 from math import copysign
+from typing import cast
 
 from itbench.environments.sim.series import STALE_NAN, Series, note_sample
 
@@ -172,13 +173,28 @@ def _sorted(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     return (*[kv for kv in labels if kv[0] == "__name__"], *rest)
 
 
-def _plus(count: float, increment: float) -> float:
-    """`count + increment`, as the very float object `count` when adding changes nothing (a zero
-    increment to anything but a negative zero), so that a counter that did not move holds one
-    object for its samples."""
-    if increment == 0.0 and (count != 0.0 or copysign(1.0, count) > 0.0) and count == count:
-        return count
-    return count + increment
+def _repeat_last(values: list[float]) -> None:
+    """Append a series' last value again as the very same object (indexing a `list[float]`
+    unboxes the value on the compiled build, and appending it would box a new float)."""
+    held = cast("list[object]", values)
+    held.append(held[-1])
+
+
+def _append_count(values: list[float], restarted: bool, increment: float) -> float:
+    """Append a cumulative series' next count, `_count_before` plus an increment, and return it.
+
+    A count that did not move (a zero increment to anything but a negative zero, which adding
+    would make positive) is appended as the last sample's own object, so that a counter at rest
+    costs a list slot per sample, not a new float.
+    """
+    if values and not restarted:
+        last = values[-1]
+        if increment == 0.0 and last == last and (last != 0.0 or copysign(1.0, last) > 0.0):
+            _repeat_last(values)
+            return last
+    value = _count_before(values, restarted) + increment
+    values.append(value)
+    return value
 
 
 def _count_before(values: list[float], restarted: bool) -> float:
@@ -210,7 +226,7 @@ def _put(s: SimSeries, t: float, value: float) -> None:
         if value == last and (value != 0.0 or copysign(1.0, value) == copysign(1.0, last)):
             # Unchanged (zeros of one sign): the series holds its last float object again, so
             # a steady series (most are) costs a list slot per sample, not a new float.
-            values.append(last)
+            _repeat_last(values)
             return
     # The irregularity marks (`note_sample`) and the name's changes, inlined: this runs for
     # most samples.
