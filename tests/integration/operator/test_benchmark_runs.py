@@ -38,6 +38,13 @@ async def test_run_with_the_oracle_completes_and_reports_through_client_and_kube
 
     stopped = threading.Event()
 
+    # The watch starts from the version the list had before the run was applied, so it sees
+    # every change of every Trial in order however late its thread gets to the server.
+    listed = lab.cluster.api.custom.list_namespaced_custom_object(
+        "itbench.io", "v1alpha1", NS, "trials"
+    )
+    since = listed["metadata"]["resourceVersion"]
+
     def follow_trials() -> None:
         try:
             for event in watch.stream(
@@ -46,6 +53,7 @@ async def test_run_with_the_oracle_completes_and_reports_through_client_and_kube
                 "v1alpha1",
                 NS,
                 "trials",
+                resource_version=since,
                 timeout_seconds=120,
             ):
                 obj = event["object"]
