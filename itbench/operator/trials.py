@@ -260,6 +260,22 @@ class TrialDriver:
         """Whether a finished trial's trajectory still waits to be stored."""
         return uid in self._unsaved
 
+    def waiting_for_admission(self, body: Mapping[str, Any], status: Any) -> bool:
+        """Whether a Trial has nothing to do until its run admits or cancels it.
+
+        True for a Trial this operator has already found owned by its run and marked Queued,
+        which carries neither annotation. Its next step comes with a change of the Trial (the
+        run's annotation, a deletion), and every change is a watch event that asks again.
+        """
+        phase = status.get("phase") if isinstance(status, Mapping) else None
+        uid = str((body.get("metadata") or {}).get("uid", ""))
+        return (
+            phase == TrialPhase.QUEUED
+            and uid in self._owned
+            and not annotation(body, ADMITTED)
+            and not annotation(body, CANCELLED)
+        )
+
     def _advance(self, body: kopf.Body) -> None:
         meta = body["metadata"]
         uid, name, namespace = meta["uid"], meta["name"], meta["namespace"]
@@ -936,8 +952,12 @@ def register(registry: kopf.OperatorRegistry, runtime: OperatorRuntime) -> None:
     driver = TrialDriver(runtime)
 
     def due(body: kopf.Body, status: Any, **_: Any) -> bool:
-        # Finished trials tick on only while their trajectory waits to be stored.
-        return _not_final(status) or driver.retrying(str(body["metadata"].get("uid", "")))
+        # Finished trials tick on only while their trajectory waits to be stored; a queued
+        # trial does not tick until its run admits or cancels it (a run creates all its Trials
+        # at once, and a timer per waiting Trial would hold memory and the handlers' threads).
+        if driver.retrying(str(body["metadata"].get("uid", ""))):
+            return True
+        return _not_final(status) and not driver.waiting_for_admission(body, status)
 
     @kopf.timer(
         GROUP,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
@@ -21,6 +22,7 @@ from operator_lab import (
 )
 
 from itbench.operator.benchmark_runs import trial_name
+from itbench.operator.trials import TrialDriver
 
 pytestmark = pytest.mark.asyncio
 
@@ -145,7 +147,18 @@ async def test_run_with_the_oracle_completes_and_reports_through_client_and_kube
     assert agent_status["bestDiagnosisPassAt1"] == 1.0
 
 
-async def test_capacity_bounds_admission_and_queued_trials_say_why(lab: Lab) -> None:
+async def test_capacity_bounds_admission_and_queued_trials_say_why(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ticks: dict[str, int] = {}
+    advance = TrialDriver.advance
+
+    def counted(self: TrialDriver, body: Any) -> None:
+        name = str(body["metadata"]["name"])
+        ticks[name] = ticks.get(name, 0) + 1
+        advance(self, body)
+
+    monkeypatch.setattr(TrialDriver, "advance", counted)
     await lab.start()
     await ready_scenarios(lab, *SCENARIOS)
     await ready_agent(lab, agent("external", {"external": {"pollIntervalSeconds": 5}}))
@@ -190,6 +203,14 @@ async def test_capacity_bounds_admission_and_queued_trials_say_why(lab: Lab) -> 
         "itbench_operator_queue_depth", {"namespace": NS, "run": "slow"}
     )
     assert depth == 3
+    # A queued trial does not tick while it waits: its timer stops once it is marked Queued and
+    # starts again with the run's annotation (the admitted trial ticks every 0.02 s meanwhile).
+    names = [t["metadata"]["name"] for t in queued]
+    before = {name: ticks.get(name, 0) for name in names}
+    await asyncio.sleep(1.0)
+    assert {name: ticks.get(name, 0) - before[name] for name in names} == dict.fromkeys(names, 0)
+    running = [t for t in trials_of(lab, "slow") if t["metadata"]["name"] not in names]
+    assert ticks[running[0]["metadata"]["name"]] > 10
 
 
 async def test_runs_of_the_same_name_in_two_namespaces_keep_their_trials_apart(lab: Lab) -> None:
