@@ -22,6 +22,7 @@ from operator_lab import (
 )
 
 from itbench.operator.benchmark_runs import trial_name
+from itbench.operator.bodies import ADMITTED
 from itbench.operator.trials import TrialDriver
 
 pytestmark = pytest.mark.asyncio
@@ -180,21 +181,25 @@ async def test_capacity_bounds_admission_and_queued_trials_say_why(
         ),
         what="one admitted",
     )
-    queued = [t for t in trials_of(lab, "slow") if (t.get("status") or {}).get("phase") == "Queued"]
-    await until(
-        lambda: (
-            len(
-                [
-                    t
-                    for t in trials_of(lab, "slow")
-                    if (t.get("status") or {}).get("phase") == "Queued"
-                ]
-            )
-            == 3
-        ),
-        what="three Queued",
-    )
-    queued = [t for t in trials_of(lab, "slow") if (t.get("status") or {}).get("phase") == "Queued"]
+
+    def waiting() -> list[dict[str, Any]]:
+        # Queued and not admitted: the admitted trial is Queued too until its first tick.
+        return [
+            t
+            for t in trials_of(lab, "slow")
+            if (t.get("status") or {}).get("phase") == "Queued"
+            and ADMITTED not in (t["metadata"].get("annotations") or {})
+        ]
+
+    def started() -> list[dict[str, Any]]:
+        return [
+            t
+            for t in trials_of(lab, "slow")
+            if (t.get("status") or {}).get("phase") not in (None, "Pending", "Queued")
+        ]
+
+    await until(lambda: len(waiting()) == 3 and len(started()) == 1, what="three Queued")
+    queued = waiting()
     assert {t["status"]["reason"] for t in queued} == {"WaitingForCapacity"}
     assert "concurrency" in queued[0]["status"]["message"]
     status = status_of(lab, "benchmarkruns", "slow")
@@ -203,14 +208,25 @@ async def test_capacity_bounds_admission_and_queued_trials_say_why(
         "itbench_operator_queue_depth", {"namespace": NS, "run": "slow"}
     )
     assert depth == 3
-    # A queued trial does not tick while it waits: its timer stops once it is marked Queued and
-    # starts again with the run's annotation (the admitted trial ticks every 0.02 s meanwhile).
+    # A queued trial does not tick while it waits: its timer stops once the operator sees it
+    # marked Queued (a tick may still be under way then) and starts again with the run's
+    # annotation. The admitted trial ticks every 0.02 s meanwhile.
     names = [t["metadata"]["name"] for t in queued]
-    before = {name: ticks.get(name, 0) for name in names}
+    loop = asyncio.get_running_loop()
+    last: dict[str, int] = {}
+    changed = [loop.time()]
+
+    def settled() -> bool:
+        now = {name: ticks.get(name, 0) for name in names}
+        if now != last:
+            last.update(now)
+            changed[0] = loop.time()
+        return loop.time() - changed[0] > 0.5
+
+    await until(settled, within=10, what="queued trials no longer ticking")
     await asyncio.sleep(1.0)
-    assert {name: ticks.get(name, 0) - before[name] for name in names} == dict.fromkeys(names, 0)
-    running = [t for t in trials_of(lab, "slow") if t["metadata"]["name"] not in names]
-    assert ticks[running[0]["metadata"]["name"]] > 10
+    assert {name: ticks.get(name, 0) for name in names} == last
+    assert ticks[started()[0]["metadata"]["name"]] > 10
 
 
 async def test_runs_of_the_same_name_in_two_namespaces_keep_their_trials_apart(lab: Lab) -> None:
