@@ -438,7 +438,8 @@ def _model_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The openAPIV3Schema of a kind: structural, `$ref`-free, every field typed and described.
 
-    `metadata` is left to the API server (`type: object`), as Kubernetes requires.
+    `metadata` is left to the API server (`type: object` and nothing else): kube-apiserver refuses
+    a CRD whose `metadata` schema carries anything but `name` and `generateName`, a description too.
 
     Args:
         model: A top-level API model (apiVersion, kind, metadata, spec, status).
@@ -453,7 +454,7 @@ def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
     defs: Mapping[str, Any] = raw.get("$defs", {})
     schema = _structural(raw, defs, "")
     props: dict[str, Any] = schema["properties"]
-    props["metadata"] = {"type": "object", "description": "Standard object metadata."}
+    props["metadata"] = {"type": "object"}
     for key in ("apiVersion", "kind"):
         props[key] = {"type": "string", "description": props[key].get("description", key)}
     schema["required"] = [r for r in schema.get("required", []) if r not in ("metadata",)]
@@ -552,7 +553,9 @@ def structural_problems(schema: Mapping[str, Any], path: str = "") -> list[str]:
 
     Every node has a type (or is int-or-string); no `$ref`, `definitions`, `anyOf`, `oneOf`,
     `allOf`, `not` or `nullable` appear; `properties` and `additionalProperties` are never both
-    set; array nodes have `items`; every property has a description.
+    set; array nodes have `items`; every property has a description, except the root's `metadata`,
+    whose schema may hold only `type: object` and the properties `name` and `generateName` (as
+    kube-apiserver's "must not specify anything other than name and generateName" rule says).
 
     Args:
         schema: An openAPIV3Schema.
@@ -576,6 +579,9 @@ def structural_problems(schema: Mapping[str, Any], path: str = "") -> list[str]:
         out.append(f"{where}: array without items")
     for name, sub in schema.get("properties", {}).items():
         sub_path = f"{path}.{name}" if path else name
+        if not path and name == "metadata":
+            out.extend(_metadata_problems(sub))
+            continue
         if not sub.get("description"):
             out.append(f"{sub_path}: has no description")
         out.extend(structural_problems(sub, sub_path))
@@ -583,6 +589,46 @@ def structural_problems(schema: Mapping[str, Any], path: str = "") -> list[str]:
         out.extend(structural_problems(schema["items"], f"{path}[]"))
     if isinstance(schema.get("additionalProperties"), Mapping):
         out.extend(structural_problems(schema["additionalProperties"], f"{path}.*"))
+    return out
+
+
+def crd_problems(crd: Mapping[str, Any]) -> list[str]:
+    """What kube-apiserver refuses in a CRD's version schemas that a stand-in API must refuse too.
+
+    Today that is the root `metadata` rule (anything but `type: object`, `name` and
+    `generateName`), in the words kube-apiserver uses, so a stand-in answers as the real one does.
+
+    Args:
+        crd: A CustomResourceDefinition document.
+
+    Returns:
+        One message per refused field, with its path; empty when acceptable.
+    """
+    out: list[str] = []
+    versions = crd.get("spec", {}).get("versions") or []
+    for i, version in enumerate(versions):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+        metadata = (schema.get("properties") or {}).get("metadata")
+        if isinstance(metadata, Mapping) and _metadata_problems(metadata):
+            out.append(
+                f"spec.versions[{i}].schema.openAPIV3Schema.properties[metadata]: Forbidden: "
+                "must not specify anything other than name and generateName, but metadata is "
+                "implicitly specified"
+            )
+    return out
+
+
+def _metadata_problems(metadata: Mapping[str, Any]) -> list[str]:
+    out = [
+        f"metadata: must not specify {key}" for key in metadata if key not in ("type", "properties")
+    ]
+    if metadata.get("type") != "object":
+        out.append("metadata: type must be object")
+    out.extend(
+        f"metadata.{name}: must not be specified (only name and generateName)"
+        for name in metadata.get("properties", {})
+        if name not in ("name", "generateName")
+    )
     return out
 
 

@@ -68,10 +68,7 @@ def test_kubernetes_validate_does_reject_a_broken_crd() -> None:
 def test_schema_is_structural_and_every_property_is_described(kind: str) -> None:
     schema = schema_of(kind)
     assert structural_problems(schema) == []
-    assert schema["properties"]["metadata"] == {
-        "type": "object",
-        "description": "Standard object metadata.",
-    }
+    assert schema["properties"]["metadata"] == {"type": "object"}
     assert "x-kubernetes-preserve-unknown-fields" not in str(schema)
     assert "$ref" not in str(schema)
 
@@ -92,6 +89,31 @@ def test_structural_check_catches_what_kubernetes_rejects() -> None:
     assert "b: uses anyOf" in problems
     assert "c: array without items" in problems
     assert "d: has no description" in problems
+
+
+def test_structural_check_holds_metadata_to_kube_apiservers_rule() -> None:
+    # kube-apiserver: "properties[metadata]: Forbidden: must not specify anything other than
+    # name and generateName" (a description included).
+    def root(metadata: dict[str, object]) -> dict[str, object]:
+        return {"type": "object", "properties": {"metadata": metadata}}
+
+    assert structural_problems(root({"type": "object"})) == []
+    assert (
+        structural_problems(
+            root({"type": "object", "properties": {"name": {"type": "string", "maxLength": 40}}})
+        )
+        == []
+    )
+    assert structural_problems(root({"type": "object", "description": "Standard."})) == [
+        "metadata: must not specify description"
+    ]
+    assert structural_problems(
+        root({"type": "object", "properties": {"labels": {"type": "object"}}})
+    ) == ["metadata.labels: must not be specified (only name and generateName)"]
+    nested = {"type": "object", "description": "n", "properties": {"metadata": {"type": "string"}}}
+    assert structural_problems({"type": "object", "properties": {"spec": nested}}) == [
+        "spec.metadata: has no description"
+    ]
 
 
 def test_int_or_string_fields_and_dicts_map_to_kubernetes_forms() -> None:

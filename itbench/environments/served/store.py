@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from itbench.core.crds import crd_problems
 from itbench.environments.served.resources import ResourceType, ResourceTypes, crd_type
 from itbench.environments.sim.cluster import rfc3339
 from itbench.environments.sim.objects import clone
@@ -26,6 +27,18 @@ Key = tuple[str | None, str]
 
 HISTORY_LIMIT = 50_000
 """Watch events kept; a watch from an older resourceVersion gets 410 Gone."""
+
+
+def _refuse_invalid_crd(crd: Json) -> None:
+    problems = crd_problems(crd)
+    if problems:
+        name = crd.get("metadata", {}).get("name", "")
+        raise ApiError(
+            422,
+            "Invalid",
+            f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: '
+            + ", ".join(problems),
+        )
 
 
 class ApiError(Exception):
@@ -246,6 +259,8 @@ class ObjectStore:
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise ApiError(400, "BadRequest", "metadata must be an object")
+        if rtype.plural == "customresourcedefinitions":
+            _refuse_invalid_crd(obj)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
         name = meta.get("name")
@@ -346,6 +361,8 @@ class ObjectStore:
             raise ApiError(400, "BadRequest", "metadata must be an object")
         if subresource == "status":
             meta = obj["metadata"] = clone(meta_now)
+        elif rtype.plural == "customresourcedefinitions":
+            _refuse_invalid_crd(obj)
         for key in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp"):
             if key in meta_now:
                 meta[key] = meta_now[key]

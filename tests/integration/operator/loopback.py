@@ -30,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
+from itbench.core.crds import crd_problems
 from itbench.environments.sim.objects import MergePatchError
 from itbench.environments.sim.objects import merge_patch as strategic_merge_patch
 
@@ -153,6 +154,19 @@ BUILTINS = (
         True,
     ),
 )
+
+
+def _refuse_invalid_crd(crd: Json) -> None:
+    # kube-apiserver refuses these; without this check the stand-in was kinder than the real one.
+    problems = crd_problems(crd)
+    if problems:
+        name = crd.get("metadata", {}).get("name", "")
+        raise ApiError(
+            422,
+            "Invalid",
+            f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: '
+            + ", ".join(problems),
+        )
 
 
 class ApiError(Exception):
@@ -508,6 +522,7 @@ class LoopbackApi:
     # -- direct access for tests ----------------------------------------------------------
     def register_crd(self, crd: Json) -> ResourceType:
         """Serve the resource a CustomResourceDefinition declares (first served version)."""
+        _refuse_invalid_crd(crd)
         spec = crd["spec"]
         names = spec["names"]
         version = next(v for v in spec["versions"] if v.get("served", True))
@@ -593,6 +608,8 @@ class LoopbackApi:
         else:
             namespace = None
             meta.pop("namespace", None)
+        if rtype.plural == "customresourcedefinitions":
+            _refuse_invalid_crd(obj)
         bucket = self._objects.setdefault((rtype.group, rtype.plural), {})
         if (namespace, name) in bucket:
             raise ApiError(
@@ -655,6 +672,8 @@ class LoopbackApi:
                 meta.pop(key, None)
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
+        if rtype.plural == "customresourcedefinitions":
+            _refuse_invalid_crd(obj)
 
         def content(o: Json) -> Json:
             skip = {"metadata", "apiVersion", "kind"}

@@ -306,3 +306,44 @@ def test_a_request_without_the_token_is_unauthorized(
 def test_a_patch_that_is_not_an_object_is_a_bad_request(kubectl: Kubectl, body: str) -> None:
     done = kubectl("patch", "deployment", "cart", "-n", NS, "--type=merge", "-p", body, check=False)
     assert done.returncode == 1
+
+
+def test_a_crd_whose_metadata_schema_has_a_description_is_refused_as_kube_apiserver_does(
+    kubectl: Kubectl,
+) -> None:
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.io"},
+        "spec": {
+            "group": "example.io",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "metadata": {"type": "object", "description": "Standard."}
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    refused = kubectl("apply", "-f", "-", stdin=json.dumps(crd), check=False)
+    assert refused.returncode == 1
+    assert (
+        "spec.versions[0].schema.openAPIV3Schema.properties[metadata]: Forbidden: must not "
+        "specify anything other than name and generateName" in refused.stderr
+    )
+    assert kubectl("get", "crd", "widgets.example.io", check=False).returncode == 1
+    del crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["metadata"][
+        "description"
+    ]
+    assert "created" in kubectl("apply", "-f", "-", stdin=json.dumps(crd)).stdout
