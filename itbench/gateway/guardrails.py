@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from itbench.core.blinding import OBSERVABILITY_NAME
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.gateway.kubectl import CLUSTER_SCOPED_KINDS, canonical_kind
 
@@ -27,10 +28,6 @@ ALERTING_KINDS = frozenset(
 PRIVILEGE_KINDS = frozenset({"Role", "RoleBinding", "ServiceAccount"})
 """Kinds that grant access; changing them could widen the agent's own privileges."""
 
-_OBSERVABILITY_NAME = re.compile(
-    r"(^|-)(prometheus|grafana|loki|jaeger|otel-?collector|otelcol|alertmanager|opensearch"
-    r"|kube-state-metrics)(-|$)"
-)
 _ALERT_RULES_NAME = re.compile(r"(alert.*rule|rule.*alert|prometheus)")
 
 
@@ -168,7 +165,7 @@ def _check_target(
             "observability",
             f"{ref} holds alert rules; the observability stack and alert rules are off limits",
         )
-    if _OBSERVABILITY_NAME.search(name):
+    if OBSERVABILITY_NAME.search(name):
         return Refusal(
             "observability",
             f"{ref} is part of the observability stack, which agents may not change",
