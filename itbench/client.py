@@ -20,6 +20,7 @@ import httpx
 from pydantic_core import from_json
 
 from itbench.client_http import LeanConnection, lean_target
+from itbench.core.agent_failures import MODEL_UNAVAILABLE_EXIT, ModelUnavailableError
 from itbench.core.mitigations import mitigation_to_actions
 from itbench.core.models.agent_io import (
     ControlAssessment,
@@ -71,6 +72,7 @@ from itbench.gateway.schemas import (
 )
 
 __all__ = [
+    "MODEL_UNAVAILABLE_EXIT",
     "ActionResult",
     "ActionVerb",
     "AgentAction",
@@ -95,6 +97,7 @@ __all__ = [
     "Mitigation",
     "MitigationReport",
     "MitigationStep",
+    "ModelUnavailableError",
     "NoReadyTrialError",
     "PodLogs",
     "PostureReport",

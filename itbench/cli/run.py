@@ -30,6 +30,7 @@ from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import Domain, TelemetryToggles
 from itbench.core.models.scenario import Scenario, Split
 from itbench.core.models.trial import TrialStatus
+from itbench.core.runner.machine import trial_outcome
 from itbench.execution.agents import (
     AgentNotFoundError,
     AgentProblemError,
@@ -54,6 +55,7 @@ from itbench.reports.tables import (
     breakdown_table,
     collateral_table,
     comparisons_table,
+    failures_table,
     main_table,
     outcomes_table,
     scores_table,
@@ -273,6 +275,7 @@ def print_result(result: BenchmarkResult, console: Console) -> None:
     for table in (
         scores_table(report),
         outcomes_table(report),
+        failures_table(report),
         collateral_table(report),
         comparisons_table(report.comparisons),
     ):
@@ -282,11 +285,13 @@ def print_result(result: BenchmarkResult, console: Console) -> None:
     counts = result.counts()
     console.print(
         f"trials: {sum(counts.values())}  succeeded: {counts['Succeeded']}  "
-        f"failed (agent): {counts['Failed']}  errored (platform): {counts['Errored']}"
+        f"failed (agent): {counts['Failed']}  errored (not the agent's): {counts['Errored']}"
     )
-    errored = [s for s in result.statuses.values() if s.phase.value == "Errored"]
-    for reason, n in Counter(s.reason for s in errored).most_common():
-        console.print(f"  errored {reason}: {n}")
+    for phase in ("Failed", "Errored"):
+        ended = [s for s in result.statuses.values() if s.phase.value == phase]
+        for reason, n in Counter(s.reason for s in ended).most_common():
+            owner = trial_outcome(reason)[1] or "-"
+            console.print(f"  {phase.lower()} {reason}: {n} ({owner})")
     console.print(f"report: {result.root / 'report.json'}")
     console.print(f"page:   {result.root / 'report.html'}")
     console.print(f"trials: {result.root / 'trials.jsonl'}")

@@ -91,14 +91,18 @@ class RunStore:
         return self.root / "trajectories" / f"{trial}.json"
 
     def agent_dir(self, trial: str) -> Path:
-        """Where a trial's agent artefacts go: stdout.log, stderr.log and steps.jsonl."""
+        """Where a trial's agent artefacts go: stdout.log, stderr.log, steps.jsonl and, for an
+        in-process agent that raised or was abandoned, traceback.txt."""
         return self.root / "agents" / trial
 
     def agent_files(self, trial: str) -> AgentFiles:
         """The paths of a trial's agent artefacts."""
         base = self.agent_dir(trial)
         return AgentFiles(
-            stdout=base / "stdout.log", stderr=base / "stderr.log", steps=base / "steps.jsonl"
+            stdout=base / "stdout.log",
+            stderr=base / "stderr.log",
+            steps=base / "steps.jsonl",
+            traceback=base / "traceback.txt",
         )
 
     def clear_agent_files(self, trial: str) -> None:

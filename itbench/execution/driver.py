@@ -7,9 +7,13 @@ from the last persisted status: the replayed step's actions are idempotent.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
+from itbench.core.agent_failures import ModelUnavailableError
 from itbench.core.models.trial import TrialPhase, TrialStatus
 from itbench.core.runner.actions import Decision
 from itbench.core.runner.context import DEFAULT_CONFIG, Reason, RunnerConfig, TrialContext
@@ -47,7 +51,8 @@ def drive_trial(
 
     An exception of the environment ends the trial Errored (EnvironmentFailure), any other
     exception of the platform Errored (PlatformError); an exception of the agent is the agent's
-    (the runner ends the trial Failed with AgentCrashed). Exceptions of `persist` propagate: they
+    (the runner ends the trial Failed with AgentCrashed), but a `ModelUnavailableError` ends it
+    Errored (ModelUnavailable). Exceptions of `persist` propagate: they
     stand for the driver itself crashing, and the trial resumes from the last persisted status.
 
     Args:
@@ -192,18 +197,47 @@ def _run_agent(run_agent: AgentRunner, executor: TrialExecutor) -> None:
     try:
         run_agent(executor)
     except Exception as exc:
-        executor.record_agent_error(f"{type(exc).__name__}: {exc}")
+        record_exception(executor, exc)
 
 
-def threaded_agent(run_agent: AgentRunner, wall_seconds: float) -> AgentRunner:
+def record_exception(executor: TrialExecutor, exc: BaseException, where: str = "") -> None:
+    """Record an exception the agent raised: AgentCrashed, or ModelUnavailable for a
+    `ModelUnavailableError`. `where` says where its traceback is kept."""
+    if isinstance(exc, ModelUnavailableError):
+        executor.record_agent_error(
+            f"the agent's model endpoint failed: {exc}{where}", Reason.MODEL_UNAVAILABLE
+        )
+        return
+    executor.record_agent_error(f"{type(exc).__name__}: {exc}{where}")
+
+
+def _write_traceback(path: Path | None, lines: list[str]) -> str:
+    """Write a traceback to `path`; what to add to the trial's message (nothing without one)."""
+    if path is None:
+        return ""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(lines), encoding="utf-8")
+    except OSError:
+        log.warning("the agent's traceback could not be written", extra={"path": str(path)})
+        return ""
+    return f"; its traceback is kept in {path}"
+
+
+def threaded_agent(
+    run_agent: AgentRunner, wall_seconds: float, traceback_file: Path | None = None
+) -> AgentRunner:
     """Wrap an agent runner so that it is abandoned after a wall-clock limit.
 
-    An abandoned agent counts as crashed; its session is closed by the state machine, so its
-    further calls are refused.
+    An abandoned agent fails its trial (AgentTimeout); its session is closed by the state
+    machine, so its further calls are refused. An exception fails it too (AgentCrashed, or
+    ModelUnavailable: Errored). Either way the agent's traceback (where it raised, or where it
+    was when abandoned) goes to `traceback_file`.
 
     Args:
         run_agent: The agent runner.
         wall_seconds: Real seconds the agent may take.
+        traceback_file: Where the traceback goes (None: nowhere).
     """
 
     def run(executor: TrialExecutor) -> None:
@@ -219,11 +253,18 @@ def threaded_agent(run_agent: AgentRunner, wall_seconds: float) -> AgentRunner:
         thread.start()
         thread.join(wall_seconds)
         if thread.is_alive():
+            frame = sys._current_frames().get(thread.ident or -1)
+            stack = traceback.format_stack(frame) if frame is not None else []
+            head = f"The agent was abandoned after {wall_seconds:g} s, here:\n"
+            where = _write_traceback(traceback_file, [head, *stack]) if stack else ""
             executor.record_agent_error(
-                f"the agent exceeded the {wall_seconds:g} s wall-clock limit"
+                f"the agent did not return within its {wall_seconds:g} s wall-clock limit and "
+                f"was abandoned{where}",
+                Reason.AGENT_TIMEOUT,
             )
         elif errors:
             exc = errors[0]
-            executor.record_agent_error(f"{type(exc).__name__}: {exc}")
+            where = _write_traceback(traceback_file, traceback.format_exception(exc))
+            record_exception(executor, exc, where)
 
     return run

@@ -17,6 +17,7 @@ from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, Post
 from itbench.core.models.base import ApiModel
 from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.observations import EnvironmentSnapshot
+from itbench.core.models.trial import AttemptedEscalation
 
 
 class AgentRecord(ApiModel):
@@ -35,7 +36,17 @@ class AgentRecord(ApiModel):
     )
     compliance_at: str | None = Field(default=None, description="When they were accepted.")
     rejected_submissions: int = Field(default=0, description="Rejected submissions.")
-    error: str = Field(default="", description="Why the agent crashed, if it did.")
+    attempted_escalations: list[AttemptedEscalation] = Field(
+        default_factory=list, description="Actions refused as attempted privilege escalations."
+    )
+    error: str = Field(
+        default="", description="Why the agent's turn ended without FINISHED, if it did."
+    )
+    error_reason: str = Field(
+        default="",
+        description="How it ended: AgentCrashed, AgentTimeout, AgentExitedWithoutFinish or "
+        "ModelUnavailable (empty: AgentCrashed, in records that predate it).",
+    )
     audit: list[dict[str, Any]] = Field(
         default_factory=list, description="The audit trail of the agent's calls."
     )

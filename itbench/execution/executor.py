@@ -34,6 +34,7 @@ from itbench.core.runner.context import (
     AgentProgressState,
     Observation,
     ObservationNeeds,
+    Reason,
     RunnerConfig,
     TrialContext,
     topology_kinds,
@@ -102,6 +103,7 @@ class TrialExecutor:
         self._token_factory = token_factory
         self._on_rebuild = on_rebuild
         self.agent_error = ""
+        self.agent_error_reason = Reason.AGENT_CRASHED
         self.rebuild_reason: str | None = None
         self.lock = threading.RLock()
         """Serialises calls into the environment: the runner's steps and waits take it, and on a
@@ -200,7 +202,9 @@ class TrialExecutor:
                 compliance=session.compliance,
                 compliance_at=session.compliance_at,
                 rejected_submissions=session.rejected_submissions,
+                attempted_escalations=tuple(session.escalations),
                 error=self.agent_error,
+                error_reason=self.agent_error_reason,
             )
         record = self.evidence.agent(agent_key(self.ctx))
         if record is None:
@@ -221,12 +225,21 @@ class TrialExecutor:
             compliance=record.compliance,
             compliance_at=_time(record.compliance_at),
             rejected_submissions=record.rejected_submissions,
+            attempted_escalations=tuple(record.attempted_escalations),
             error=record.error or self.agent_error,
+            error_reason=_reason(record.error_reason) if record.error else self.agent_error_reason,
         )
 
-    def record_agent_error(self, message: str) -> None:
-        """Note that the agent's process crashed (the trial ends Failed, the agent's fault)."""
+    def record_agent_error(self, message: str, reason: Reason = Reason.AGENT_CRASHED) -> None:
+        """Note how the agent's turn ended without FINISHED: it crashed (the default), ran past
+        its wall-clock limit (AgentTimeout), exited without reporting FINISHED
+        (AgentExitedWithoutFinish), all three the agent's failures, or its model endpoint failed
+        (ModelUnavailable, the infrastructure's: the trial ends Errored). The first one noted
+        stands."""
+        if self.agent_error:
+            return
         self.agent_error = message or "the agent raised an exception"
+        self.agent_error_reason = reason
 
     # ---- act ----------------------------------------------------------------------------
     def execute(self, actions: Sequence[Action]) -> None:
@@ -297,7 +310,12 @@ class TrialExecutor:
         if session is None:
             if self.evidence.agent(agent_key(self.ctx)) is None:
                 self.evidence.put_agent(
-                    agent_key(self.ctx), AgentRecord(state="Closed", error=self.agent_error)
+                    agent_key(self.ctx),
+                    AgentRecord(
+                        state="Closed",
+                        error=self.agent_error,
+                        error_reason=self.agent_error_reason.value,
+                    ),
                 )
             return
         with session.lock:
@@ -313,7 +331,9 @@ class TrialExecutor:
                 compliance=session.compliance,
                 compliance_at=_iso(session.compliance_at),
                 rejected_submissions=session.rejected_submissions,
+                attempted_escalations=list(session.escalations),
                 error=self.agent_error,
+                error_reason=self.agent_error_reason.value,
                 audit=[entry.as_dict() for entry in session.audit],
             )
         self.evidence.put_agent(agent_key(self.ctx), record)
@@ -326,6 +346,13 @@ class TrialExecutor:
             return [entry.as_dict() for entry in session.audit]
         record = self.evidence.agent(agent_key(self.ctx))
         return list(record.audit) if record is not None else []
+
+
+def _reason(value: str) -> Reason:
+    try:
+        return Reason(value)
+    except ValueError:
+        return Reason.AGENT_CRASHED
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -1,7 +1,9 @@
 """One runner for every agent: a callable works the trial in-process through the SDK; a command
 runs as its own process against the gateway served on loopback. Both are bounded by the agent's
-wall-clock limit; a crash or a hang ends that trial Failed (the agent's), never the run. A
-command's stdout and stderr are kept with the trial, bounded.
+wall-clock limit; a crash (AgentCrashed), a hang (AgentTimeout) or an exit without FINISHED
+(AgentExitedWithoutFinish) ends that trial Failed (the agent's), never the run; a failing model
+endpoint (ModelUnavailable) ends it Errored. A command's stdout and stderr are kept with the trial,
+bounded; an in-process agent's traceback is kept there too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from itbench.core.agent_failures import MODEL_UNAVAILABLE_EXIT
 from itbench.core.models.agent_record import AgentInfo, AgentRuntimeKind
+from itbench.core.runner.context import Reason
 from itbench.execution.agents import (
     TRAJECTORY_PARAMETER,
     command_env,
@@ -28,6 +32,7 @@ from itbench.execution.agents import (
 )
 from itbench.execution.driver import AgentRunner, threaded_agent
 from itbench.execution.executor import TrialExecutor
+from itbench.gateway.sessions import AgentState
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +41,7 @@ LOG_LIMIT_BYTES = 1 << 20
 
 STOP_GRACE_SECONDS = 3.0
 """After SIGTERM, how long a command has to exit before it is killed."""
+
 
 BASE_ENV = (
     "PATH",
@@ -61,11 +67,14 @@ class AgentFiles:
         stdout: The command's standard output (bounded).
         stderr: The command's standard error (bounded).
         steps: The trajectory the agent reports, one JSON `AgentStep` per line.
+        traceback: Where an in-process agent's traceback goes when it raises or is abandoned
+            (None: nowhere).
     """
 
     stdout: Path
     stderr: Path
     steps: Path
+    traceback: Path | None = None
 
 
 class LoopbackGateway:
@@ -179,8 +188,31 @@ class BoundedCapture:
         return lines[-1].strip()[:300] if lines else ""
 
 
+def note_exit(executor: TrialExecutor, what: str) -> None:
+    """Record that the agent's turn is over (`what`: how it ended, e.g. "the agent returned after
+    3.0 s") when it has not reported FINISHED: AgentExitedWithoutFinish. Nothing is recorded when
+    it finished, or when its (virtual) deadline passed first (the state machine says
+    AgentTimeout)."""
+    session = executor.session()
+    if session is None or session.state in (AgentState.FINISHED, AgentState.CLOSED):
+        return
+    with executor.lock:
+        remaining = session.remaining_seconds()
+    if remaining is not None and remaining <= 0:
+        return
+    done = "it reported STARTED" if session.state == AgentState.STARTED else "nor STARTED"
+    executor.record_agent_error(
+        f"{what} without reporting FINISHED ({done}); an agent reports FINISHED when it is done",
+        Reason.AGENT_EXITED,
+    )
+
+
 def callable_runner(info: AgentInfo, app: Any, steps: Path | None = None) -> AgentRunner:
     """A runner calling a callable agent in this process through the SDK's in-process client.
+
+    The client arrives with the trial selected (`next_trial()` is not needed, and harmless).
+    When the callable returns without reporting FINISHED the trial ends
+    AgentExitedWithoutFinish.
 
     Args:
         info: The agent (runtime callable).
@@ -196,14 +228,17 @@ def callable_runner(info: AgentInfo, app: Any, steps: Path | None = None) -> Age
         kwargs[TRAJECTORY_PARAMETER] = str(steps)
 
     def run(executor: TrialExecutor) -> None:
-        token = executor.token
-        if token is None:
+        session = executor.session()
+        if session is None:
             raise RuntimeError(f"trial {executor.ctx.name!r} has no open session")
-        client = ITBenchClient.in_process(app, token)
+        client = ITBenchClient.in_process(app, session.token)
+        client.use_trial(session.trial_id)
+        began = time.monotonic()
         try:
             definition.run(client, **kwargs)
         finally:
             client.close()
+        note_exit(executor, f"the agent returned after {time.monotonic() - began:.1f} s")
 
     return run
 
@@ -223,8 +258,9 @@ def command_runner(
     agents get it), `ITBENCH_TOKEN`, `ITBENCH_TRAJECTORY_FILE` and its arguments as
     `ITBENCH_AGENT__<NAME>`, on top of this process' environment (model credentials pass
     through) or, with `inherit_env` false, of `BASE_ENV` only. It runs in its own process
-    group; past its wall-clock limit the group is stopped. A non-zero exit, a failure to start
-    or a hang is recorded as the agent's error.
+    group; past its wall-clock limit the group is stopped (AgentTimeout). A non-zero exit or a
+    failure to start is AgentCrashed, an exit without FINISHED AgentExitedWithoutFinish, exit
+    status 75 ModelUnavailable (the trial ends Errored).
 
     Args:
         info: The agent (runtime command).
@@ -273,6 +309,7 @@ def command_runner(
         out = BoundedCapture(proc.stdout, files.stdout if files else None, log_limit)
         err = BoundedCapture(proc.stderr, files.stderr if files else None, log_limit)
         where = f"; its stderr is kept in {files.stderr}" if files is not None else ""
+        began = time.monotonic()
         try:
             code = proc.wait(timeout=info.wall_seconds)
         except subprocess.TimeoutExpired:
@@ -281,17 +318,27 @@ def command_runner(
             err.close()
             executor.record_agent_error(
                 f"the agent command did not exit within its {info.wall_seconds:g} s wall-clock "
-                f"limit and was stopped{where}"
+                f"limit and was stopped{where}",
+                Reason.AGENT_TIMEOUT,
             )
             return
+        took = time.monotonic() - began
         out.close()
         err.close()
-        if code != 0:
-            last = err.last_line() or out.last_line()
-            detail = f": {last}" if last else ""
+        if code == 0:
+            note_exit(executor, f"the agent command exited with status 0 after {took:.1f} s{where}")
+            return
+        last = err.last_line() or out.last_line()
+        detail = f": {last}" if last else ""
+        if code == MODEL_UNAVAILABLE_EXIT:
             executor.record_agent_error(
-                f"the agent command exited with status {_status(code)}{detail}{where}"
+                f"the agent command's model endpoint failed (exit status {code}){detail}{where}",
+                Reason.MODEL_UNAVAILABLE,
             )
+            return
+        executor.record_agent_error(
+            f"the agent command exited with status {_status(code)}{detail}{where}"
+        )
 
     return run
 
@@ -338,7 +385,8 @@ def agent_runner(
     """
     if info.runtime == AgentRuntimeKind.CALLABLE:
         steps = files.steps if files is not None else None
-        return threaded_agent(callable_runner(info, app, steps), info.wall_seconds)
+        traceback_file = files.traceback if files is not None else None
+        return threaded_agent(callable_runner(info, app, steps), info.wall_seconds, traceback_file)
     if info.runtime == AgentRuntimeKind.COMMAND:
         return command_runner(info, gateway_url, files, extra_env=extra_env)
     raise ValueError(

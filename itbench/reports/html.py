@@ -21,6 +21,7 @@ from itbench.reports.tables import (
     collateral_table,
     collateral_trial_rows,
     comparisons_table,
+    failures_table,
     main_rows,
     num_estimate,
     outcomes_table,
@@ -202,6 +203,7 @@ def report_sections(report: Report, extra: Sequence[str] = ()) -> str:
         '<section id="details"><h2>Resolution, scores, outcomes</h2>',
         table_html(scores_table(report), "scores"),
         table_html(outcomes_table(report), "outcomes"),
+        table_html(failures_table(report), "failures"),
         table_html(collateral_table(report), "collateral"),
         table_html(
             Table(

@@ -15,6 +15,7 @@ from itbench.reports.tables import (
     collateral_table,
     collateral_trial_rows,
     comparisons_table,
+    failures_table,
     main_table,
     num_estimate,
     outcomes_table,
@@ -91,6 +92,7 @@ def _agent_sections(report: Report) -> list[str]:
     out = _table(main_table(report.columns, report.agents))
     out += _table(scores_table(report))
     out += _table(outcomes_table(report))
+    out += _table(failures_table(report))
     out += _table(collateral_table(report))
     per_trial = collateral_trial_rows(report)
     if per_trial:

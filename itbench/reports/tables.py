@@ -362,6 +362,47 @@ def outcomes_table(report: Report) -> Table:
     )
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def failures_table(report: Report) -> Table:
+    """Per agent and task: the trials that did not pass it, totalled by reason (the agent's: its
+    turn ended badly, or the task's first failed check), and the Errored ones by reason (the
+    platform's, the environment's or the model endpoint's; out of pass@1). docs/metrics.md
+    defines every reason."""
+    rows = []
+    for result in report.agents:
+        for task in result.tasks:
+            missed = task.trials - task.passed
+            if not missed and not task.errored:
+                continue
+            rows.append(
+                [
+                    result.agent,
+                    short_label(task.label),
+                    f"{missed}/{task.trials}",
+                    _counts(task.failures) or "-",
+                    f"{task.errored}: {_counts(task.errored_reasons)}" if task.errored else "-",
+                ]
+            )
+    return Table(
+        "Failures by agent, task and reason",
+        [
+            "Agent",
+            "Task",
+            "Not passed / counted trials",
+            "Not passed, by reason (agent)",
+            "Errored, by reason (not the agent's)",
+        ],
+        rows,
+        "AgentTimeout, AgentExitedWithoutFinish, AgentCrashed and AgentInducedFailure end the "
+        "agent's turn badly; other reasons name the task's first failed check (e.g. "
+        "WrongCategory). Errored trials (e.g. ModelUnavailable) are left out of pass@1. "
+        "docs/metrics.md, 'Failure reasons'.",
+    )
+
+
 def comparison_row(c: PairwiseComparison) -> list[str]:
     """One pairwise comparison as text: task, sides, scenarios, pass@1 each, A - B, interval."""
     interval = (

@@ -314,7 +314,9 @@ def test_agent_exception_fails_the_trial_as_the_agents_fault(tmp_path: Path) -> 
     assert h.env.flag_on_since is None
 
 
-def test_agent_over_its_wall_clock_limit_is_abandoned_and_fails(tmp_path: Path) -> None:
+def test_agent_over_its_wall_clock_limit_is_abandoned_and_fails_as_a_timeout(
+    tmp_path: Path,
+) -> None:
     import threading
 
     release = threading.Event()
@@ -332,7 +334,7 @@ def test_agent_over_its_wall_clock_limit_is_abandoned_and_fails(tmp_path: Path) 
     )
     release.set()
     assert final.phase == TrialPhase.FAILED
-    assert final.reason == "AgentCrashed"
+    assert final.reason == "AgentTimeout"
     assert "wall-clock limit" in final.message
 
 
@@ -640,7 +642,7 @@ def test_itbench_run_writes_the_report_and_resumes(tmp_path: Path) -> None:
     assert len(lines) == 4
     assert (run_dir / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert "SRE" in result.output and "pass@1" in result.output
-    assert "errored (platform)" in result.output
+    assert "errored (not the agent's)" in result.output
     for line in lines:
         trial = json.loads(line)["trial"]
         assert (run_dir / "trials" / f"{trial}.json").exists()

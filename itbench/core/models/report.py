@@ -126,6 +126,18 @@ class TaskMetric(ApiModel):
     lower_bound_differs: bool = Field(
         default=False, description="The lower bound differs from pass@1 (Errored trials matter)."
     )
+    failures: dict[str, int] = Field(
+        default_factory=dict,
+        description="Counted trials that did not pass the task, by reason: the trial's reason "
+        "when the agent's turn ended badly (AgentTimeout, AgentExitedWithoutFinish, "
+        "AgentCrashed, AgentInducedFailure), else the first check of the task that failed "
+        "(e.g. WrongCategory, AlertsFiring); docs/metrics.md lists them.",
+    )
+    errored_reasons: dict[str, int] = Field(
+        default_factory=dict,
+        description="Errored trials scored on this task, by reason (left out of pass@k; e.g. "
+        "ModelUnavailable, InjectionFailed).",
+    )
 
 
 class MeanMetric(ApiModel):

@@ -17,6 +17,7 @@ from itbench.core.runner.actions import (
     TakeBaseline,
 )
 from itbench.core.runner.context import (
+    AGENT_END_REASONS,
     DEFAULT_CONFIG,
     INJECTOR_ENTITY_KINDS,
     OUTCOMES,
@@ -45,6 +46,7 @@ from itbench.core.runner.evaluation import (
 from itbench.core.runner.machine import abort, new_status, sample_keys, step, trial_outcome
 
 __all__ = [
+    "AGENT_END_REASONS",
     "ALERTS_FIRING",
     "DEFAULT_CONFIG",
     "INJECTOR_ENTITY_KINDS",

@@ -17,7 +17,7 @@ from itbench.core.models.base import Domain, TelemetryToggles
 from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.observations import Alert, AlertInterval, EnvironmentSnapshot
 from itbench.core.models.scenario import Scenario
-from itbench.core.models.trial import TrialPhase, TrialSpec
+from itbench.core.models.trial import AttemptedEscalation, TrialPhase, TrialSpec
 from itbench.core.runner.actions import InjectFault
 
 
@@ -34,7 +34,9 @@ class Reason(StrEnum):
     AGENT_STARTED = "AgentStarted"
     AGENT_FINISHED = "AgentFinished"
     AGENT_TIMEOUT = "AgentTimeout"
+    AGENT_EXITED = "AgentExitedWithoutFinish"
     AGENT_CRASHED = "AgentCrashed"
+    MODEL_UNAVAILABLE = "ModelUnavailable"
     AGENT_INDUCED_FAILURE = "AgentInducedFailure"
     TASKS_PASSED = "TasksPassed"
     TASKS_FAILED = "TasksFailed"
@@ -56,13 +58,17 @@ class Owner(StrEnum):
     PLATFORM = "platform"
     ENVIRONMENT = "environment"
     FAULT_INJECTION = "fault injection"
+    MODEL_ENDPOINT = "model endpoint"
 
 
 OUTCOMES: dict[Reason, tuple[TrialPhase, Owner | None]] = {
     Reason.TASKS_PASSED: (TrialPhase.SUCCEEDED, None),
     Reason.TASKS_FAILED: (TrialPhase.FAILED, Owner.AGENT),
     Reason.AGENT_TIMEOUT: (TrialPhase.FAILED, Owner.AGENT),
+    Reason.AGENT_EXITED: (TrialPhase.FAILED, Owner.AGENT),
     Reason.AGENT_CRASHED: (TrialPhase.FAILED, Owner.AGENT),
+    # The agent's model endpoint refused, failed or timed out: infrastructure, not the agent.
+    Reason.MODEL_UNAVAILABLE: (TrialPhase.ERRORED, Owner.MODEL_ENDPOINT),
     # What the agent sent broke the environment: its failure, never out of the denominator.
     Reason.AGENT_INDUCED_FAILURE: (TrialPhase.FAILED, Owner.AGENT),
     Reason.FAULT_DID_NOT_MANIFEST: (TrialPhase.ERRORED, Owner.FAULT_INJECTION),
@@ -76,6 +82,13 @@ OUTCOMES: dict[Reason, tuple[TrialPhase, Owner | None]] = {
     Reason.CANCELLED: (TrialPhase.ERRORED, Owner.USER),
 }
 """Final phase and owner of each reason that ends a trial."""
+
+AGENT_END_REASONS = frozenset(
+    {Reason.AGENT_TIMEOUT, Reason.AGENT_EXITED, Reason.AGENT_CRASHED, Reason.MODEL_UNAVAILABLE}
+)
+"""Reasons the agent's turn can end with other than FINISHED; a trial keeps such a reason through
+evaluation (its reports are still scored, for the record)."""
+
 
 RESET_CONDITION = "EnvironmentReset"
 """Condition set once recovery has asked the environment to reset to its baseline."""
@@ -241,7 +254,10 @@ class AgentProgress:
         compliance: The evaluation of its accepted CISO artefacts.
         compliance_at: When the artefacts were accepted.
         rejected_submissions: Submissions rejected by validation.
-        error: Why the agent's process crashed, if it did.
+        attempted_escalations: Actions refused as attempted privilege escalations.
+        error: Why the agent's turn ended without FINISHED, if the runner saw it end so.
+        error_reason: Which way it ended (AgentCrashed, AgentTimeout, AgentExitedWithoutFinish
+            or ModelUnavailable).
     """
 
     state: AgentProgressState
@@ -255,7 +271,9 @@ class AgentProgress:
     compliance: ComplianceEvaluation | None = None
     compliance_at: datetime | None = None
     rejected_submissions: int = 0
+    attempted_escalations: tuple[AttemptedEscalation, ...] = ()
     error: str = ""
+    error_reason: Reason = Reason.AGENT_CRASHED
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ from datetime import datetime, timedelta
 
 from itbench.core.models.base import ConditionStatus, set_condition
 from itbench.core.models.observations import AlertState
-from itbench.core.models.trial import AgentOutput, TimelineEntry, TrialPhase, TrialStatus
+from itbench.core.models.trial import (
+    MAX_RECORDED_ESCALATIONS,
+    AgentOutput,
+    TimelineEntry,
+    TrialPhase,
+    TrialStatus,
+)
 from itbench.core.runner.actions import (
     Action,
     CloseSession,
@@ -29,6 +35,7 @@ from itbench.core.runner.actions import (
     TakeBaseline,
 )
 from itbench.core.runner.context import (
+    AGENT_END_REASONS,
     DEFAULT_CONFIG,
     OUTCOMES,
     RESET_CONDITION,
@@ -329,7 +336,7 @@ def _ready(
         # The session is gone (e.g. the gateway restarted): publish it again.
         return Decision(status=status, actions=_session_actions(ctx, deadline))
     if agent.error:
-        return _to_evaluating(ctx, status, agent, now, Reason.AGENT_CRASHED, agent.error)
+        return _to_evaluating(ctx, status, agent, now, agent.error_reason, agent.error)
     if agent.state in (AgentProgressState.STARTED, AgentProgressState.FINISHED):
         started = agent.started_at or now
         entered = _enter(
@@ -357,7 +364,7 @@ def _agent_running(
     if agent is None:
         return Decision(status=status, actions=_session_actions(ctx, deadline))
     if agent.error:
-        return _to_evaluating(ctx, status, agent, now, Reason.AGENT_CRASHED, agent.error)
+        return _to_evaluating(ctx, status, agent, now, agent.error_reason, agent.error)
     if agent.state == AgentProgressState.FINISHED:
         return _to_evaluating(ctx, status, agent, now, Reason.AGENT_FINISHED, "agent finished")
     if agent.state == AgentProgressState.CLOSED and now < deadline:
@@ -399,6 +406,7 @@ def _to_evaluating(
         compliance_submitted_at=agent.compliance_at,
         diagnosis_submitted_at=agent.diagnosis_at,
         rejected_submissions=agent.rejected_submissions,
+        attempted_escalations=list(agent.attempted_escalations[:MAX_RECORDED_ESCALATIONS]),
     )
     finished = agent.finished_at if reason == Reason.AGENT_FINISHED and agent.finished_at else now
     timeline = list(status.timeline)
@@ -477,7 +485,7 @@ def _evaluating(
     if mitigation is not None and mitigation.passed and mitigation.ttr_seconds is not None:
         cleared_at = evaluation.ready_at + timedelta(seconds=mitigation.ttr_seconds)
     scored = status.model_copy(update={"scores": scores, "alerts_cleared_at": cleared_at})
-    if status.reason in (Reason.AGENT_TIMEOUT, Reason.AGENT_CRASHED):
+    if status.reason in AGENT_END_REASONS:
         reason = Reason(status.reason)
         message = status.message
     elif failed:

@@ -13,9 +13,10 @@ without scores counts as failing every task it is scored on.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 
@@ -42,6 +43,7 @@ from itbench.core.models.report import (
     shared_split,
 )
 from itbench.core.models.trial import TrialPhase, TrialScores
+from itbench.core.runner.context import AGENT_END_REASONS, Reason
 from itbench.core.scoring.compare import paired_comparison
 from itbench.core.scoring.measures import (
     BREAKDOWN_DIMENSIONS,
@@ -67,6 +69,7 @@ __all__ = [
     "pairwise",
     "pass_at_k_estimate",
     "table_columns",
+    "task_failure",
 ]
 
 
@@ -152,9 +155,12 @@ def _pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> Estimate:
 
 @dataclass(frozen=True, slots=True)
 class _Cells:
-    """Per scenario: counted trials, passes and Errored trials of one task (or resolution)."""
+    """Per scenario: counted trials, passes and Errored trials of one task (or resolution); and
+    why trials did not pass it (counted ones, and Errored ones apart)."""
 
     counts: dict[ScenarioKey, list[int]]
+    failures: Counter[str] = field(default_factory=Counter)
+    errored_reasons: Counter[str] = field(default_factory=Counter)
 
     def rates(self) -> dict[ScenarioKey, float]:
         """pass@1 per scenario with counted trials."""
@@ -185,20 +191,47 @@ def _count(cells: dict[ScenarioKey, list[int]], t: _Trial, passed: bool) -> None
         cell[2] += 1
 
 
+TURN_REASONS = frozenset({*(r.value for r in AGENT_END_REASONS), Reason.AGENT_INDUCED_FAILURE})
+"""Trial reasons that explain every task the trial did not pass (the agent's turn ended badly or
+broke the environment); otherwise a task's own first failed check does."""
+
+_CHECK = re.compile(r"^([A-Z][A-Za-z]+):")
+
+
+def task_failure(record: TrialRecord, task: TaskDefinition) -> str:
+    """Why a trial did not pass a task: its reason when the agent's turn ended badly (or when it
+    was not scored), else the name of the task's first failed check (`NotPassed` when the
+    task records none).
+
+    Args:
+        record: A trial scored on the task that did not pass it.
+        task: The task.
+    """
+    if record.reason in TURN_REASONS or record.scores is None:
+        return record.reason or "NotScored"
+    match = _CHECK.match(task.explain(record.scores))
+    return match.group(1) if match else "NotPassed"
+
+
 def _tally(trials: Iterable[_Trial]) -> tuple[dict[str, _Cells], dict[Domain, _Cells]]:
     """One pass over the trials: the cells of every task and of every persona's resolution."""
-    tasks: dict[str, dict[ScenarioKey, list[int]]] = {}
+    tasks: dict[str, _Cells] = {}
     resolution: dict[Domain, dict[ScenarioKey, list[int]]] = {}
     for t in trials:
         for key in t.tasks:
-            _count(tasks.setdefault(key, {}), t, key in t.passed)
+            cells = tasks.get(key)
+            if cells is None:
+                cells = tasks[key] = _Cells({})
+            passed = key in t.passed
+            _count(cells.counts, t, passed)
+            if not t.counted:
+                cells.errored_reasons[t.record.reason or "Unknown"] += 1
+            elif not passed and (task := TASKS_BY_KEY.get(key)) is not None:
+                cells.failures[task_failure(t.record, task)] += 1
         needs = RESOLUTION_NEEDS.get(t.record.domain)
         if needs is not None and needs <= t.tasks:
             _count(resolution.setdefault(t.record.domain, {}), t, needs <= t.passed)
-    return (
-        {key: _Cells(c) for key, c in tasks.items()},
-        {domain: _Cells(c) for domain, c in resolution.items()},
-    )
+    return tasks, {domain: _Cells(c) for domain, c in resolution.items()}
 
 
 RESOLUTION_NEEDS: dict[Domain, frozenset[str]] = {
@@ -233,6 +266,8 @@ def _task_metric(task: TaskDefinition, cells: _Cells, max_k: int | None) -> Task
         errored=cells.errored(),
         lower_bound=lower,
         lower_bound_differs=cells.errored() > 0 and _differs(headline, lower.mean),
+        failures=dict(sorted(cells.failures.items())),
+        errored_reasons=dict(sorted(cells.errored_reasons.items())),
     )
 
 

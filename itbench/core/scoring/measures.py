@@ -33,6 +33,9 @@ class TaskDefinition:
     name: str
     measures: str
     outcome: Callable[[TrialScores], bool]
+    explain: Callable[[TrialScores], str] = lambda _s: ""
+    """The text of the task's verdict (`Check: detail; ...`), whose first check names why a
+    trial did not pass it; empty where the task records none."""
 
     def label(self, k: int) -> str:
         """The label of pass@k of this task, naming exactly what passes."""
@@ -67,6 +70,22 @@ def _sre_false_alarm(s: TrialScores) -> bool:
     return _diagnosis(s) and (s.mitigation is None or s.mitigation.passed) and not s.collateral
 
 
+def _diagnosis_reason(s: TrialScores) -> str:
+    return s.diagnosis.reason if s.diagnosis is not None else ""
+
+
+def _mitigation_reason(s: TrialScores) -> str:
+    return s.mitigation.reason if s.mitigation is not None else ""
+
+
+def _posture_reason(s: TrialScores) -> str:
+    return s.posture.reason if s.posture is not None else ""
+
+
+def _false_alarm_reason(s: TrialScores) -> str:
+    return s.false_alarm.reason if s.false_alarm is not None else ""
+
+
 def _finops_false_alarm(s: TrialScores) -> bool:
     if s.false_alarm is not None:
         return s.false_alarm.passed
@@ -74,13 +93,21 @@ def _finops_false_alarm(s: TrialScores) -> bool:
 
 
 TASKS: tuple[TaskDefinition, ...] = (
-    TaskDefinition(SRE_DIAGNOSIS, Domain.SRE, "SRE diagnosis", "root cause named", _diagnosis),
+    TaskDefinition(
+        SRE_DIAGNOSIS,
+        Domain.SRE,
+        "SRE diagnosis",
+        "root cause named",
+        _diagnosis,
+        _diagnosis_reason,
+    ),
     TaskDefinition(
         SRE_MITIGATION,
         Domain.SRE,
         "SRE mitigation",
         "alerts cleared, health at baseline",
         _mitigation,
+        _mitigation_reason,
     ),
     TaskDefinition(
         SRE_FALSE_ALARM,
@@ -88,6 +115,7 @@ TASKS: tuple[TaskDefinition, ...] = (
         "SRE false alarm",
         "no-fault control: no root cause named, nothing changed",
         _sre_false_alarm,
+        _false_alarm_reason,
     ),
     TaskDefinition(
         CISO_POSTURE,
@@ -95,6 +123,7 @@ TASKS: tuple[TaskDefinition, ...] = (
         "CISO posture assessment",
         "every target's posture right on the trial's variant and its counterpart",
         _posture,
+        _posture_reason,
     ),
     TaskDefinition(
         FINOPS_DIAGNOSIS,
@@ -116,6 +145,7 @@ TASKS: tuple[TaskDefinition, ...] = (
         "FinOps false alarm",
         "no-fault control: no inefficiency named, nothing changed",
         _finops_false_alarm,
+        _false_alarm_reason,
     ),
 )
 """Every task, in report order."""

@@ -137,7 +137,7 @@ def test_a_hanging_command_is_stopped_at_its_wall_clock_limit_and_fails_only_its
 ) -> None:
     root, _report = mixed_run
     hung = records(root)["hanging-agent--cart-flagd-failure--0"]
-    assert hung.phase == TrialPhase.FAILED and hung.reason == "AgentCrashed"
+    assert hung.phase == TrialPhase.FAILED and hung.reason == "AgentTimeout"
     status = RunStore(root).load_status(hung.trial)
     assert status is not None
     assert "did not exit within its 10 s wall-clock limit and was stopped" in status.message
