@@ -3,25 +3,30 @@ layer as HTTP: the same guardrails, limits, virtual costs and audit trail (entri
 the tool's name). A call error arrives as a tool error whose text is the problem, never a crash.
 
 `build_server(resolve)` makes the server; `resolve` finds the caller's trial session (one fixed
-session over stdio, the bearer token's over streamable HTTP).
+session over stdio, the bearer token's over streamable HTTP). A tool refuses arguments it does not
+declare (the SDK would drop them silently) with an `unknown-argument` problem.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
+import anyio.to_thread
+from mcp.server.context import LifespanContextT, RequestT
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from mcp.server.mcpserver.tools import Tool
+from pydantic import BaseModel, Field
 
 from itbench import __version__
 from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, PostureReport
 from itbench.core.models.compliance import ComplianceSubmission
 from itbench.core.models.observations import AgentAction
 from itbench.gateway import operations
-from itbench.gateway.errors import CallError
+from itbench.gateway.errors import CallError, FieldError, InvalidError, bounded, excerpt
 from itbench.gateway.operations import Origin
 from itbench.gateway.operations import host as host_ops
 from itbench.gateway.operations.protocol import ReportName
@@ -69,6 +74,66 @@ class _Tools:
             return result.model_dump_json(by_alias=True)
         return json.dumps(_plain(result), separators=(",", ":"), default=str)
 
+    def reject(
+        self, ctx: Context[Any, Any], tool: str, unknown: list[str], declared: list[str]
+    ) -> ToolError:
+        """The tool error for arguments a tool does not declare, recorded on the trial's audit
+        trail as a rejected request (as HTTP records a request refused before its route)."""
+        session = self.resolve(ctx)
+        names = ", ".join(excerpt(a, 60) for a in unknown[:10])
+        error = InvalidError(
+            "unknown-argument",
+            "Unknown argument",
+            bounded(
+                f"{tool} has no argument {names}; its arguments are "
+                f"{', '.join(declared) or 'none'}. Nothing was done"
+            ),
+            errors=[
+                FieldError(field=bounded(a, 100), message=f"not an argument of {tool}")
+                for a in unknown[:10]
+            ],
+        )
+        session.record(
+            method="MCP",
+            path=tool,
+            action="request",
+            outcome="rejected",
+            reason=error.detail,
+            detail={"arguments": [bounded(a, 100) for a in unknown[:10]]},
+        )
+        return tool_error(error)
+
+
+class _StrictTool(Tool):
+    """A tool that refuses arguments it does not declare: the SDK's argument model ignores them,
+    so `kubectl_get(kind='pods', namespace='kube-system')` would read the trial's namespace
+    without a word."""
+
+    reject: Callable[[Context[Any, Any], str, list[str], list[str]], ToolError] = Field(
+        exclude=True
+    )
+
+    async def run(
+        self,
+        arguments: dict[str, Any],
+        context: Context[LifespanContextT, RequestT],
+        convert_result: bool = False,
+    ) -> Any:
+        """Refuse undeclared arguments, then run the tool as the SDK does."""
+        declared = sorted(self.parameters.get("properties") or {})
+        unknown = sorted(set(arguments) - set(declared))
+        if unknown:
+            raise await anyio.to_thread.run_sync(
+                functools.partial(self.reject, context, self.name, unknown, declared)
+            )
+        return await super().run(arguments, context, convert_result=convert_result)
+
+
+def _strict(tool: Tool, tools: _Tools) -> _StrictTool:
+    fields = {name: getattr(tool, name) for name in Tool.model_fields}
+    fields["parameters"] = {**tool.parameters, "additionalProperties": False}
+    return _StrictTool(**fields, reject=tools.reject)
+
 
 def _object_schema(name: str, model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="validation")
@@ -86,9 +151,8 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
         resolve: Finds the caller's trial session (may raise ToolError).
         name: The server's name.
     """
-    server: MCPServer = MCPServer(
-        name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
-    )
+    # Tools are declared on a catalog server, then served as strict tools by the real one.
+    server: MCPServer = MCPServer(name)
     tools = _Tools(resolve)
 
     @server.tool(
@@ -197,17 +261,20 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
 
     @server.tool(
         description="kubectl get: objects of a kind (any spelling: po, pods, Pod), or "
-        "one by name; JSON items and the kubectl table. Example: kubectl_get(kind='pods')"
+        "one by name, in the trial's namespace (the only one in scope; `namespace` defaults "
+        "to it); JSON items and the kubectl table. Example: kubectl_get(kind='pods')"
     )
-    def kubectl_get(ctx: Context, kind: str, name: str | None = None) -> str:
-        return tools.call(ctx, "kubectl_get", operations.get, kind, name)
+    def kubectl_get(
+        ctx: Context, kind: str, name: str | None = None, namespace: str | None = None
+    ) -> str:
+        return tools.call(ctx, "kubectl_get", operations.get, kind, name, namespace)
 
     @server.tool(
         description="kubectl describe: one object with its events. Example: "
         "kubectl_describe(kind='deployment', name='checkout')"
     )
-    def kubectl_describe(ctx: Context, kind: str, name: str) -> str:
-        return tools.call(ctx, "kubectl_describe", operations.describe, kind, name)
+    def kubectl_describe(ctx: Context, kind: str, name: str, namespace: str | None = None) -> str:
+        return tools.call(ctx, "kubectl_describe", operations.describe, kind, name, namespace)
 
     @server.tool(
         description="kubectl logs --tail: the last lines of a pod's log (1-5000). "
@@ -272,8 +339,9 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
     report_tool(
         "diagnosis",
         DiagnosisReport,
-        "{'entities': [{'kind': 'Deployment', 'name': 'checkout', 'rootCause': true}], "
-        "'reasoning': '...'}",
+        "{'entities': [{'kind': 'Deployment', 'name': 'checkout', 'rootCause': true, "
+        "'category': 'BadImage'}], 'reasoning': '...'} (a root cause counts only with its "
+        "category)",
     )
     report_tool("mitigation", MitigationReport, "{'actions': ['rolled back checkout']}")
     report_tool(
@@ -292,7 +360,13 @@ def build_server(resolve: Resolver, *, name: str = "itbench") -> MCPServer:
     act_tool = server._tool_manager.get_tool("act")
     if act_tool is not None:
         act_tool.parameters = _object_schema("action", AgentAction)
-    return server
+    return MCPServer(
+        name,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        tools=[_strict(tool, tools) for tool in server._tool_manager.list_tools()],
+    )
 
 
 def _submitter(report: ReportName) -> Callable[..., Any]:

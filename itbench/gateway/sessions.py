@@ -15,6 +15,7 @@ from itbench.core.models.agent_io import DiagnosisReport, MitigationReport, Post
 from itbench.core.models.base import TelemetryToggles
 from itbench.core.models.compliance import ComplianceEvaluation
 from itbench.core.models.scenario import Scenario
+from itbench.core.models.trial import AttemptedEscalation
 from itbench.core.runner.context import AgentProgressState
 from itbench.environments.port import Environment
 from itbench.gateway.errors import UnknownTrialError
@@ -103,6 +104,7 @@ class TrialSession:
         compliance: The platform's evaluation of the accepted CISO artefacts.
         compliance_at: When the artefacts were accepted.
         rejected_submissions: Submissions rejected as malformed or oversized.
+        escalations: Actions refused as attempted privilege escalations, in order.
         audit: Every call, in order.
         virtual_cost: Virtual seconds per call kind.
         virtual_time: The environment's clock is virtual, so call costs are applied.
@@ -129,6 +131,7 @@ class TrialSession:
     compliance: ComplianceEvaluation | None = None
     compliance_at: datetime | None = None
     rejected_submissions: int = 0
+    escalations: list[AttemptedEscalation] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     virtual_cost: CallCosts = field(default_factory=CallCosts)
     virtual_time: bool = True

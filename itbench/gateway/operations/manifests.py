@@ -10,6 +10,7 @@ resources) are refused, since nothing would check what an environment is then as
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
@@ -97,37 +98,89 @@ def schema_errors(obj: dict[str, Any], prefix: str) -> list[FieldError]:
     ]
 
 
-def check_action_objects(session: TrialSession, action: AgentAction) -> None:
+@dataclass(frozen=True)
+class Proposed:
+    """The object an apply or patch would leave, beside the object as it is now.
+
+    Attributes:
+        kind: Its kind (canonical).
+        name: Its name.
+        before: The object now (None when the action creates it).
+        after: The object as the action would leave it.
+        checked: What the schema check reads: the manifest as sent, or the patched object.
+        prefix: The field prefix of schema errors (`manifest`, `patch`).
+        subject: How refusals name it (`manifest`, `the patched Deployment/cart`).
+    """
+
+    kind: str
+    name: str
+    before: dict[str, Any] | None
+    after: dict[str, Any]
+    checked: dict[str, Any]
+    prefix: str
+    subject: str
+
+    @property
+    def ref(self) -> str:
+        """`Kind/name`."""
+        return f"{self.kind}/{self.name}"
+
+
+def _current(session: TrialSession, kind: str, name: str) -> dict[str, Any] | None:
+    if not name:
+        return None
+    try:
+        found = session.env.get_objects(kind, name)
+    except (KeyError, ValueError):
+        return None  # a kind the environment does not serve: it answers for itself
+    return found[0] if found else None
+
+
+def proposed_object(session: TrialSession, action: AgentAction) -> Proposed | None:
+    """The object an apply or a patch would produce (None for other verbs, and for a patch of
+    an object that does not exist: the environment answers that as kubectl would).
+
+    An applied manifest replaces the current object's top-level fields (labels and annotations
+    merged into its metadata), as the environments apply it; a patch is merged into the current
+    object, strategically for built-in kinds.
+    """
+    if action.verb == ActionVerb.APPLY:
+        manifest = dict(action.manifest)
+        meta = manifest.get("metadata") or {}
+        kind = canonical_kind(str(manifest.get("kind") or action.kind))
+        name = str(meta.get("name") or action.name)
+        before = _current(session, kind, name)
+        after = manifest
+        if before is not None:
+            after = {**before, **{k: v for k, v in manifest.items() if k != "metadata"}}
+            after["metadata"] = {**(before.get("metadata") or {}), **meta}
+        return Proposed(kind, name, before, after, manifest, "manifest", "manifest")
+    if action.verb == ActionVerb.PATCH and action.patch:
+        kind = canonical_kind(action.kind)
+        before = _current(session, kind, action.name)
+        if before is None:
+            return None
+        strategic = str(before.get("apiVersion", "v1")) in STRATEGIC_GROUPS
+        after = merge_patch(before, action.patch, strategic=strategic)
+        after.pop("status", None)
+        subject = f"the patched {kind}/{action.name}"
+        return Proposed(kind, action.name, before, after, after, "patch", subject)
+    return None
+
+
+def check_schema(proposed: Proposed) -> None:
     """Refuse an apply or patch whose object would not be a valid object of its kind.
 
     Raises:
         InvalidError: 422 listing every invalid field path of the manifest or patched object.
     """
-    if action.verb == ActionVerb.APPLY:
-        errors = schema_errors(dict(action.manifest), "manifest")
-        subject = "manifest"
-    elif action.verb == ActionVerb.PATCH and action.patch:
-        kind = canonical_kind(action.kind)
-        try:
-            current = session.env.get_objects(kind, action.name)
-        except (KeyError, ValueError):
-            return  # a kind the environment does not serve: it answers for itself
-        if not current:
-            return  # not found: the environment answers as kubectl would
-        before = current[0]
-        strategic = str(before.get("apiVersion", "v1")) in STRATEGIC_GROUPS
-        after = merge_patch(before, action.patch, strategic=strategic)
-        after.pop("status", None)
-        errors = schema_errors(after, "patch")
-        subject = f"the patched {kind}/{action.name}"
-    else:
-        return
+    errors = schema_errors(proposed.checked, proposed.prefix)
     if errors:
         raise InvalidError(
             "invalid-object",
             "Invalid object",
             bounded(
-                f"{subject} is not a valid Kubernetes object at: "
+                f"{proposed.subject} is not a valid Kubernetes object at: "
                 f"{', '.join(e.field for e in errors)}; nothing was changed"
             ),
             errors=errors,
