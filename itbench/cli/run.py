@@ -59,6 +59,7 @@ from itbench.reports.tables import (
     main_table,
     outcomes_table,
     scores_table,
+    usage_table,
 )
 from itbench.settings import Settings
 
@@ -276,6 +277,7 @@ def print_result(result: BenchmarkResult, console: Console) -> None:
         scores_table(report),
         outcomes_table(report),
         failures_table(report),
+        usage_table(report),
         collateral_table(report),
         comparisons_table(report.comparisons),
     ):

@@ -9,12 +9,19 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from itbench.core.models.agent_record import MAX_STEP_TEXT, AgentStep, AgentStepKind
+from itbench.core.models.agent_record import (
+    MAX_STEP_TEXT,
+    AgentStep,
+    AgentStepKind,
+    ModelUsage,
+    usage_of,
+)
 from itbench.core.models.trial import TrialStatus
 from itbench.execution.plan import TrialPlan
 from itbench.execution.runners import AgentFiles
@@ -156,6 +163,34 @@ class RunStore:
         """
         return read_steps(self.agent_files(trial).steps)
 
+    def load_step_file(self, trial: str) -> StepFile:
+        """The trajectory the trial's agent reported, with the lines left out counted."""
+        return read_step_file(self.agent_files(trial).steps)
+
+
+@dataclass(frozen=True)
+class StepFile:
+    """What an agent's steps file holds.
+
+    Attributes:
+        steps: The valid steps, in order, plus a final note when lines were left out.
+        invalid: Lines that were not valid steps.
+        dropped: Lines or chunks beyond the limits.
+    """
+
+    steps: list[AgentStep]
+    invalid: int = 0
+    dropped: int = 0
+
+    def usage(self) -> ModelUsage | None:
+        """The model usage of the steps, with the lines left out counted (None: no file, or an
+        empty one)."""
+        if not self.steps:
+            return None
+        return usage_of(self.steps).model_copy(
+            update={"invalid_steps": self.invalid, "dropped_steps": self.dropped}
+        )
+
 
 def read_steps(path: Path) -> list[AgentStep]:
     """Read an agent's trajectory file (JSON lines of `AgentStep`), within the limits.
@@ -166,8 +201,13 @@ def read_steps(path: Path) -> list[AgentStep]:
     Returns:
         The valid steps, in order, plus a final note when lines were skipped or dropped.
     """
+    return read_step_file(path).steps
+
+
+def read_step_file(path: Path) -> StepFile:
+    """Read an agent's trajectory file and count what was left out (see `read_steps`)."""
     if not path.is_file():
-        return []
+        return StepFile([])
     steps: list[AgentStep] = []
     skipped = dropped = 0
     with path.open("rb") as fh:
@@ -200,4 +240,4 @@ def read_steps(path: Path) -> list[AgentStep]:
                 f"beyond the limits ({MAX_STEPS} steps, {MAX_STEPS_BYTES} bytes) were dropped",
             )
         )
-    return steps
+    return StepFile(steps, skipped, dropped)

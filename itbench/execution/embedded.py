@@ -13,7 +13,7 @@ from pathlib import Path
 
 from itbench.core.catalog import Variants
 from itbench.core.complexity import effective_complexity
-from itbench.core.models.agent_record import AgentInfo, ModelUsage, usage_of
+from itbench.core.models.agent_record import AgentInfo, ModelUsage
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import TelemetryToggles
 from itbench.core.models.benchmark_run import Timeouts
@@ -245,5 +245,4 @@ def _execute(
 
 
 def _usage(store: RunStore, trial: str) -> ModelUsage | None:
-    steps = store.load_steps(trial)
-    return usage_of(steps) if steps else None
+    return store.load_step_file(trial).usage()

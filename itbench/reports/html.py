@@ -30,6 +30,7 @@ from itbench.reports.tables import (
     scores_table,
     short_label,
     task_cell,
+    usage_table,
 )
 
 
@@ -204,6 +205,7 @@ def report_sections(report: Report, extra: Sequence[str] = ()) -> str:
         table_html(scores_table(report), "scores"),
         table_html(outcomes_table(report), "outcomes"),
         table_html(failures_table(report), "failures"),
+        table_html(usage_table(report), "usage"),
         table_html(collateral_table(report), "collateral"),
         table_html(
             Table(

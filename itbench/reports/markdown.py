@@ -22,6 +22,7 @@ from itbench.reports.tables import (
     pass_at_k_rows,
     pct_estimate,
     scores_table,
+    usage_table,
 )
 
 
@@ -93,6 +94,7 @@ def _agent_sections(report: Report) -> list[str]:
     out += _table(scores_table(report))
     out += _table(outcomes_table(report))
     out += _table(failures_table(report))
+    out += _table(usage_table(report))
     out += _table(collateral_table(report))
     per_trial = collateral_trial_rows(report)
     if per_trial:

@@ -403,6 +403,48 @@ def failures_table(report: Report) -> Table:
     )
 
 
+def usage_table(report: Report) -> Table:
+    """Per agent that reported its steps: model calls, tokens, model seconds and estimated cost
+    (`unpriced` where no call had a price, never $0.00), and the step lines left out."""
+    rows = []
+    for entry in report.agent_usage:
+        if not entry.trials_with_trajectory:
+            continue
+        u = entry.usage
+        left_out = u.invalid_steps + u.dropped_steps
+        rows.append(
+            [
+                entry.agent.name,
+                f"{entry.trials_with_trajectory}/{entry.trials}",
+                str(u.model_calls),
+                f"{u.prompt_tokens} / {u.completion_tokens}",
+                f"{u.model_seconds:.1f} s",
+                u.cost_text(),
+                str(u.tool_calls),
+                f"{u.invalid_steps} invalid, {u.dropped_steps} over the limits"
+                if left_out
+                else "none",
+            ]
+        )
+    return Table(
+        "Model usage by agent",
+        [
+            "Agent",
+            "Trials with steps",
+            "Model calls",
+            "Prompt / completion tokens",
+            "Model time",
+            "Estimated cost",
+            "Tool calls",
+            "Step lines left out",
+        ],
+        rows,
+        "From the steps each agent wrote to ITBENCH_TRAJECTORY_FILE. A call without a price "
+        "(a local or unknown model) is unpriced, not free; lines that are not valid steps are "
+        "left out and counted here.",
+    )
+
+
 def comparison_row(c: PairwiseComparison) -> list[str]:
     """One pairwise comparison as text: task, sides, scenarios, pass@1 each, A - B, interval."""
     interval = (

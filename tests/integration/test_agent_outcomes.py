@@ -125,6 +125,24 @@ sys.exit(MODEL_UNAVAILABLE_EXIT)
 """
 
 
+UNPRICED_STEPS = """
+import json
+import os
+from pathlib import Path
+
+from itbench.client import ITBenchClient
+
+call = {"kind": "model-call", "model": "hosted_vllm/local", "promptTokens": 50,
+        "completionTokens": 5, "latencySeconds": 0.25, "text": "Thought: look at cart"}
+lines = [json.dumps(call), "not json at all", json.dumps({"kind": "telepathy"}), json.dumps(call)]
+Path(os.environ["ITBENCH_TRAJECTORY_FILE"]).write_text("\\n".join(lines) + "\\n")
+client = ITBenchClient(os.environ["ITBENCH_GATEWAY_URL"], os.environ["ITBENCH_TOKEN"])
+client.use_trial(os.environ["ITBENCH_TRIAL"])
+client.started()
+client.finished()
+"""
+
+
 @dataclass(frozen=True)
 class Run:
     root: Path
@@ -146,6 +164,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     (work / "outcome_agents.py").write_text(textwrap.dedent(AGENTS_MODULE))
     (work / "exits_early.py").write_text(EXITS_EARLY)
     (work / "model_down_cmd.py").write_text(MODEL_DOWN_COMMAND)
+    (work / "unpriced_steps.py").write_text(UNPRICED_STEPS)
     sys.path.insert(0, str(work))
     python = shlex.quote(sys.executable)
     args = ["--scenario", SCENARIO, "--trials", "1", "--workers", "1"]
@@ -158,7 +177,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         "STUCK",
     ):
         args += ["--agent", f"outcome_agents:{name}"]
-    for script in ("exits_early.py", "model_down_cmd.py"):
+    for script in ("exits_early.py", "model_down_cmd.py", "unpriced_steps.py"):
         args += ["--agent-cmd", f"{python} {shlex.quote(str(work / script))}"]
     args += ["--output-dir", str(work / "out"), "--run-name", "r"]
     args += ["--scenarios-dir", str(ROOT / "scenarios")]
@@ -274,3 +293,21 @@ def test_every_final_reason_is_in_the_documented_taxonomy_with_its_phase_and_own
         for reason, (phase, owner) in OUTCOMES.items()
     }
     assert rows == documented
+
+
+def test_bad_step_lines_are_counted_and_unpriced_calls_are_not_shown_as_free(run: Run) -> None:
+    on_disk = json.loads((run.root / "report.json").read_text())
+    (entry,) = [u for u in on_disk["agentUsage"] if u["agent"]["name"] == "unpriced-steps"]
+    usage = entry["usage"]
+    assert (usage["modelCalls"], usage["promptTokens"], usage["completionTokens"]) == (2, 100, 10)
+    assert "costUsd" not in usage, "unknown, not zero"
+    assert usage["unpricedCalls"] == 2
+    assert usage["invalidSteps"] == 2 and usage["droppedSteps"] == 0
+    table = run.output.split("Model usage by agent", 1)[1].split("From the steps", 1)[0]
+    (row,) = [line for line in table.splitlines() if line.strip().startswith("unpriced-steps")]
+    assert "unpriced" in row.split("unpriced-steps", 1)[1] and "$0.00" not in row
+    assert "2 invalid" in row
+    page = (run.root / "report.html").read_text()
+    usage_section = page.split('id="usage"', 1)[1].split("</table>", 1)[0]
+    assert "unpriced-steps" in usage_section and ">unpriced<" in usage_section
+    assert "2 invalid, 0 over the limits" in usage_section

@@ -116,29 +116,58 @@ class ModelUsage(ApiModel):
     model_seconds: float = Field(
         default=0.0, ge=0, description="Real seconds spent waiting for the model, summed."
     )
-    cost_usd: float = Field(default=0.0, ge=0, description="Estimated cost of priced calls.")
+    cost_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Estimated cost of the priced calls; None when no call was priced (it is "
+        "unknown, not zero: see unpricedCalls).",
+    )
     unpriced_calls: int = Field(
         default=0, ge=0, description="Calls without a price (local or unknown models)."
     )
     tool_calls: int = Field(default=0, ge=0, description="Tool calls.")
     models: list[str] = Field(default_factory=list, description="Models called, sorted.")
+    invalid_steps: int = Field(
+        default=0,
+        ge=0,
+        description="Lines of the agent's steps file that were not valid steps and were left "
+        "out (not JSON, or not an AgentStep).",
+    )
+    dropped_steps: int = Field(
+        default=0,
+        ge=0,
+        description="Lines or chunks of the steps file beyond the limits (steps, bytes), left out.",
+    )
 
     @property
     def total_tokens(self) -> int:
         """Prompt and completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
+    def cost_text(self) -> str:
+        """The cost as a reader should see it: `$0.0123`, `unpriced` when no call had a price,
+        `$0.0123 + 4 unpriced calls` when some had none, `-` without model calls."""
+        if not self.model_calls and self.cost_usd is None:
+            return "-"
+        if self.cost_usd is None:
+            return "unpriced"
+        text = f"${self.cost_usd:.4f}"
+        return f"{text} + {self.unpriced_calls} unpriced calls" if self.unpriced_calls else text
+
     def plus(self, other: ModelUsage) -> ModelUsage:
-        """The sum of two usages."""
+        """The sum of two usages (a cost is None only when neither side priced a call)."""
+        costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
         return ModelUsage(
             model_calls=self.model_calls + other.model_calls,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             model_seconds=self.model_seconds + other.model_seconds,
-            cost_usd=self.cost_usd + other.cost_usd,
+            cost_usd=sum(costs) if costs else None,
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
             tool_calls=self.tool_calls + other.tool_calls,
             models=sorted(set(self.models) | set(other.models)),
+            invalid_steps=self.invalid_steps + other.invalid_steps,
+            dropped_steps=self.dropped_steps + other.dropped_steps,
         )
 
 
@@ -149,12 +178,14 @@ def usage_of(steps: Iterable[AgentStep]) -> ModelUsage:
         steps: The trajectory's steps.
 
     Returns:
-        Calls, tokens, model seconds, estimated cost (priced calls only) and models.
+        Calls, tokens, model seconds, estimated cost (priced calls only; None when none was
+        priced) and models.
     """
     usage = ModelUsage()
     models: set[str] = set()
     calls = prompt = completion = unpriced = tools = 0
     seconds = cost = 0.0
+    priced = False
     for step in steps:
         if step.kind == AgentStepKind.TOOL_CALL:
             tools += 1
@@ -168,6 +199,7 @@ def usage_of(steps: Iterable[AgentStep]) -> ModelUsage:
             unpriced += 1
         else:
             cost += step.cost_usd
+            priced = True
         if step.model:
             models.add(step.model)
     return usage.model_copy(
@@ -176,7 +208,7 @@ def usage_of(steps: Iterable[AgentStep]) -> ModelUsage:
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "model_seconds": seconds,
-            "cost_usd": cost,
+            "cost_usd": cost if priced else None,
             "unpriced_calls": unpriced,
             "tool_calls": tools,
             "models": sorted(models),
