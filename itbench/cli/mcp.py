@@ -22,6 +22,7 @@ from itbench.cli.serve import (
     practice_trial,
     wait_until_listening,
 )
+from itbench.core.catalog import did_you_mean
 from itbench.core.models.trial import TrialStatus
 from itbench.core.runner.machine import new_status
 from itbench.execution.benchmark import EMBEDDED_CONFIG
@@ -130,7 +131,10 @@ def mcp_command(
     """
     catalog = open_catalog(settings, scenarios_dir)
     if scenario_name not in catalog:
-        raise BadInput(f"unknown scenario {scenario_name!r}; see `itbench scenarios list`")
+        raise BadInput(
+            f"unknown scenario {scenario_name!r}{did_you_mean(scenario_name, catalog.names)}; "
+            "see `itbench scenarios list`"
+        )
     trial = _Trial(
         practice_trial(
             catalog.get(scenario_name),

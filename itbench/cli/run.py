@@ -24,10 +24,11 @@ from rich.table import Table as RichTable
 
 from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
 from itbench.cli.scenarios import load_catalog_dir, refuse_problems, scenarios_dir_option
-from itbench.core.catalog import Catalog
+from itbench.core.catalog import Catalog, did_you_mean
+from itbench.core.complexity import effective_complexity
 from itbench.core.models.agent_record import AgentInfo
 from itbench.core.models.agent_submission import BuiltinAgent
-from itbench.core.models.base import Domain, TelemetryToggles
+from itbench.core.models.base import Complexity, Domain, TelemetryToggles
 from itbench.core.models.scenario import Scenario, Split
 from itbench.core.models.trial import TrialStatus
 from itbench.core.runner.machine import trial_outcome
@@ -193,26 +194,53 @@ def resumed_agents(plans: Sequence[TrialPlan], given: Sequence[AgentInfo]) -> li
 
 
 def select_scenarios(
-    catalog: Catalog, names: tuple[str, ...], domain: str | None
+    catalog: Catalog,
+    names: tuple[str, ...],
+    domain: str | None,
+    classes: tuple[str, ...] = (),
+    complexities: tuple[str, ...] = (),
 ) -> list[Scenario]:
-    """The scenarios a run covers: the named ones (all when none), optionally of one domain.
+    """The scenarios a run covers: the named ones (all when none), optionally only those of one
+    domain, of some classes and of some complexities (as the run will score them).
 
     Raises:
-        BadInput: When a name is unknown or nothing is selected.
+        BadInput: When a name or class is unknown (with the closest known ones), or nothing is
+            selected.
     """
     if names:
         unknown = [n for n in names if n not in catalog]
         if unknown:
+            guesses = "".join(did_you_mean(n, catalog.names) for n in unknown[:3])
             raise BadInput(
-                f"unknown scenario(s): {', '.join(unknown)}; see `itbench scenarios list`"
+                f"unknown scenario(s): {', '.join(unknown)}{guesses}; see `itbench scenarios list`"
             )
         chosen = [catalog.get(n) for n in dict.fromkeys(names)]
     else:
         chosen = list(catalog)
     if domain is not None:
         chosen = [s for s in chosen if s.spec.domain.value.lower() == domain.lower()]
+    if classes:
+        known = sorted({s.spec.scenario_class for s in catalog})
+        lowered = {c.lower(): c for c in known}
+        unknown = [c for c in classes if c.lower() not in lowered]
+        if unknown:
+            guesses = "".join(did_you_mean(c, known) for c in unknown[:3])
+            raise BadInput(
+                f"unknown scenario class(es): {', '.join(unknown)}{guesses} (known: "
+                f"{', '.join(known)})"
+            )
+        wanted = {lowered[c.lower()] for c in classes}
+        chosen = [s for s in chosen if s.spec.scenario_class in wanted]
+    if complexities:
+        wanted_levels = {c.lower() for c in complexities}
+        chosen = [
+            s for s in chosen if effective_complexity(s.spec)[0].value.lower() in wanted_levels
+        ]
     if not chosen:
-        raise BadInput("no scenario selected; check --scenario and --domain")
+        raise BadInput(
+            "no scenario selected; check --scenario, --domain, --class and --complexity "
+            "(`itbench scenarios list` shows each scenario's class and complexity)"
+        )
     return chosen
 
 
@@ -373,6 +401,20 @@ def _registered_names() -> str:
     help="Only scenarios of this domain.",
 )
 @click.option(
+    "--class",
+    "classes",
+    multiple=True,
+    metavar="CLASS",
+    help="Only scenarios of this class (repeatable; e.g. ServiceFailure, CorruptImage).",
+)
+@click.option(
+    "--complexity",
+    "complexities",
+    multiple=True,
+    type=click.Choice([c.value for c in Complexity], case_sensitive=False),
+    help="Only scenarios of this complexity (repeatable).",
+)
+@click.option(
     "--trials",
     default=3,
     show_default=True,
@@ -443,6 +485,8 @@ def run_command(
     agent_version: str | None,
     scenario_names: tuple[str, ...],
     domain: str | None,
+    classes: tuple[str, ...],
+    complexities: tuple[str, ...],
     trials: int,
     seed: int,
     split: str,
@@ -543,7 +587,7 @@ def run_command(
             loaded = load_catalog_dir(settings, scenarios_dir)
             refuse_problems(loaded, "run the benchmark")
             catalog = loaded.catalog
-            scenarios = select_scenarios(catalog, scenario_names, domain)
+            scenarios = select_scenarios(catalog, scenario_names, domain, classes, complexities)
             if not any(a.takes(s.spec.domain) for a in chosen_agents for s in scenarios):
                 domains = {d for a in chosen_agents for d in (a.domains or list(Domain))}
                 raise BadInput(

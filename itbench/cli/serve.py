@@ -15,6 +15,7 @@ import uvicorn
 
 from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
 from itbench.cli.scenarios import open_catalog, scenarios_dir_option
+from itbench.core.catalog import did_you_mean
 from itbench.core.models.agent_record import AgentInfo, AgentRuntimeKind
 from itbench.core.models.benchmark_run import Timeouts
 from itbench.core.models.scenario import Scenario
@@ -173,6 +174,13 @@ def external_agent(
     default=None,
     help="Real seconds the --agent-cmd may take [default: --agent-seconds].",
 )
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where --agent-cmd's output goes (serve-<scenario>/agent/ under it) [default: settings "
+    "outputDir, ./out].",
+)
 @scenarios_dir_option
 @pass_settings
 def serve_command(
@@ -186,6 +194,7 @@ def serve_command(
     allow_oracle: bool,
     agent_cmd: str | None,
     agent_timeout: float | None,
+    output_dir: Path | None,
     scenarios_dir: Path | None,
 ) -> None:
     """Serve the agent API on a port with one ready trial, so an external agent can practise.
@@ -198,7 +207,10 @@ def serve_command(
     """
     catalog = open_catalog(settings, scenarios_dir)
     if scenario_name not in catalog:
-        raise BadInput(f"unknown scenario {scenario_name!r}; see `itbench scenarios list`")
+        raise BadInput(
+            f"unknown scenario {scenario_name!r}{did_you_mean(scenario_name, catalog.names)}; "
+            "see `itbench scenarios list`"
+        )
     command: AgentInfo | None = None
     if agent_cmd is not None:
         try:
@@ -220,7 +232,7 @@ def serve_command(
     )
     files: AgentFiles | None = None
     if command is not None:
-        base = settings.output_dir / f"serve-{scenario_name}" / "agent"
+        base = (output_dir or settings.output_dir) / f"serve-{scenario_name}" / "agent"
         files = AgentFiles(
             stdout=base / "stdout.log", stderr=base / "stderr.log", steps=base / "steps.jsonl"
         )

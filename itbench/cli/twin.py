@@ -12,6 +12,7 @@ import click
 
 from itbench.cli.context import BadInput, pass_settings, stdout_console, warn
 from itbench.cli.scenarios import open_catalog, scenarios_dir_option
+from itbench.core.catalog import did_you_mean
 from itbench.environments.served.prometheus import find_prometheus
 from itbench.environments.served.server import ServedCluster
 from itbench.environments.sim.environment import SimEnvironment
@@ -98,7 +99,10 @@ def serve(
     if scenario_name is not None:
         catalog = open_catalog(settings, scenarios_dir)
         if scenario_name not in catalog:
-            raise BadInput(f"unknown scenario {scenario_name!r}; see `itbench scenarios list`")
+            raise BadInput(
+                f"unknown scenario {scenario_name!r}{did_you_mean(scenario_name, catalog.names)}; "
+                "see `itbench scenarios list`"
+            )
         env = SimEnvironment.for_scenario(catalog.get(scenario_name), seed=seed)
     else:
         env = SimEnvironment(seed=seed)

@@ -6,6 +6,7 @@ every finding is a `Problem` naming its source, field path and reason.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import random
@@ -67,14 +68,22 @@ class CatalogError(ValueError):
     """A catalog operation cannot be carried out as asked."""
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`; did you mean a or b?` naming the known names closest to a mistyped one (difflib's
+    ratio of at least 0.6, at most three), or nothing when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
 class UnknownScenarioError(CatalogError, KeyError):
     """One or more scenario names are not in the catalog."""
 
     def __init__(self, names: Sequence[str], known: Sequence[str]) -> None:
         self.names = list(names)
         hint = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        guesses = "".join(did_you_mean(n, known) for n in names[:3])
         super().__init__(
-            f"unknown scenario{'s' if len(names) > 1 else ''}: {', '.join(names)} "
+            f"unknown scenario{'s' if len(names) > 1 else ''}: {', '.join(names)}{guesses} "
             f"(known: {hint or 'none'}; see `itbench scenarios list`)"
         )
 

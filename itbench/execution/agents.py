@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from itbench.core.catalog import did_you_mean
 from itbench.core.models.agent_record import AgentInfo, AgentRuntimeKind
 from itbench.core.models.agent_submission import BuiltinAgent
 from itbench.core.models.base import Domain
@@ -242,8 +243,8 @@ def from_registry(
     if entry is None:
         known = ", ".join(entries) or "none"
         raise AgentNotFoundError(
-            f"no agent named {name!r} is registered (registered: {known}); give a callable as "
-            "module:function, or a command with --agent-cmd"
+            f"no agent named {name!r} is registered{did_you_mean(name, entries)} (registered: "
+            f"{known}); give a callable as module:function, or a command with --agent-cmd"
         )
     definition = load_definition(entry.target)
     return _info(

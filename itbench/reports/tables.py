@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from itbench.core.models.base import Domain
 from itbench.core.models.report import (
+    SMALL_SAMPLE_SCENARIOS,
     AgentResult,
     Breakdown,
     Estimate,
@@ -455,6 +456,8 @@ def comparison_row(c: PairwiseComparison) -> list[str]:
     verdict = ""
     if c.ci_low is not None and c.ci_high is not None:
         verdict = "A higher" if c.ci_low > 0 else "B higher" if c.ci_high < 0 else "no difference"
+    if c.small_sample:
+        interval += f" ⚠ only {c.scenarios} scenarios: a rough guide"
     return [
         short_label(c.label),
         c.a,
@@ -490,7 +493,8 @@ def comparisons_table(comparisons: Sequence[PairwiseComparison]) -> Table:
         COMPARISON_HEADERS,
         [comparison_row(c) for c in comparisons],
         "Difference of pass@1, paired over the scenarios both sides have counted trials of, "
-        "with a 95 % paired t interval over scenarios (docs/metrics.md).",
+        "with a 95 % paired t interval over scenarios (docs/metrics.md); ⚠ marks an interval "
+        f"from fewer than {SMALL_SAMPLE_SCENARIOS} scenarios, too few to lean on.",
     )
 
 

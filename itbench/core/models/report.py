@@ -312,6 +312,10 @@ class AgentResult(ApiModel):
         )
 
 
+SMALL_SAMPLE_SCENARIOS = 4
+"""Common scenarios a paired interval needs before it is read without a small-sample warning."""
+
+
 class PairwiseComparison(ApiModel):
     """pass@1 of one task, agent (or run) A against B, paired over the scenarios both ran."""
 
@@ -335,6 +339,11 @@ class PairwiseComparison(ApiModel):
         default="paired-t",
         description="Paired t interval over scenarios: mean difference ± t(0.975, m - 1) x "
         "stderr (see docs/metrics.md).",
+    )
+    small_sample: bool = Field(
+        default=False,
+        description="The interval rests on fewer than SMALL_SAMPLE_SCENARIOS (4) common "
+        "scenarios: wide, and its normality assumption untested; read it as a rough guide.",
     )
     a_better: int = Field(default=0, ge=0, description="Scenarios where A's pass@1 is higher.")
     b_better: int = Field(default=0, ge=0, description="Scenarios where B's pass@1 is higher.")

@@ -9,7 +9,7 @@ import math
 from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
-from itbench.core.models.report import PairwiseComparison
+from itbench.core.models.report import SMALL_SAMPLE_SCENARIOS, PairwiseComparison
 
 K = TypeVar("K", bound=Hashable)
 
@@ -129,6 +129,7 @@ def paired_comparison(
         ci_low=ci_low,
         ci_high=ci_high,
         confidence=CONFIDENCE,
+        small_sample=ci_low is not None and m < SMALL_SAMPLE_SCENARIOS,
         a_better=sum(1 for d in diffs if d > 0),
         b_better=sum(1 for d in diffs if d < 0),
         ties=sum(1 for d in diffs if d == 0),
