@@ -15,8 +15,8 @@ from itbench.core.topology import EdgeType
 
 
 def test_default_profile_id_is_name_at_version() -> None:
-    assert DEFAULT_PROFILE.id == "default@3"
-    assert get_profile("default@3") is DEFAULT_PROFILE
+    assert DEFAULT_PROFILE.id == "default@4"
+    assert get_profile("default@4") is DEFAULT_PROFILE
     assert get_profile("default") is DEFAULT_PROFILE, "a bare name means the newest version"
 
 
@@ -37,11 +37,17 @@ def test_older_profiles_stay_available_so_old_reports_can_be_recomputed() -> Non
         "collateral_allowance",
         "require_category",
     }
-    assert second.model_dump(exclude=new) == DEFAULT_PROFILE.model_dump(exclude=new)
+    third = get_profile("default@3")
+    assert second.model_dump(exclude=new) == third.model_dump(exclude=new)
+    assert not third.escalation_disqualifies and DEFAULT_PROFILE.escalation_disqualifies
+    escalation = {"version", "escalation_disqualifies"}
+    assert third.model_dump(exclude=escalation) == DEFAULT_PROFILE.model_dump(exclude=escalation)
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownProfileError, match=r"known: default@1, default@2, default@3"):
+    with pytest.raises(
+        UnknownProfileError, match=r"known: default@1, default@2, default@3, default@4"
+    ):
         get_profile("strict@3")
 
 
