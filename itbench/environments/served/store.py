@@ -10,6 +10,7 @@ interleave.
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 import uuid
 from collections.abc import Callable
@@ -61,6 +62,21 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+
+
+def fold_string_data(rtype: ResourceType, obj: Json) -> None:
+    """Fold a Secret's `stringData` into `data`, base64-encoded, as kube-apiserver does on every
+    write: `stringData` is write-only, and its keys win over `data`'s."""
+    if rtype.group or rtype.plural != "secrets" or "stringData" not in obj:
+        return
+    strings = obj.pop("stringData")
+    if not isinstance(strings, dict) or not strings:
+        return
+    data = obj.get("data")
+    merged = dict(data) if isinstance(data, dict) else {}
+    for key, value in strings.items():
+        merged[key] = base64.b64encode(str(value).encode()).decode()
+    obj["data"] = merged
 
 
 def not_found(rtype: ResourceType, name: str) -> ApiError:
@@ -222,6 +238,7 @@ class ObjectStore:
             rtype: Its resource.
             obj: The object as the backend holds it now (stored as given: pass a copy).
         """
+        fold_string_data(rtype, obj)
         meta = obj.setdefault("metadata", {})
         namespace = meta.get("namespace") if rtype.namespaced else None
         key = (namespace, str(meta["name"]))
@@ -284,6 +301,7 @@ class ObjectStore:
             meta.pop("namespace", None)
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
+        fold_string_data(rtype, obj)
         if self.backend is not None and self.backend.owns(rtype, namespace, name):
             if self.find(rtype, namespace, name) is not None:
                 raise ApiError(409, "AlreadyExists", f'{qualified(rtype)} "{name}" already exists')
@@ -370,6 +388,7 @@ class ObjectStore:
                 meta.pop(key, None)
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
+        fold_string_data(rtype, obj)
         namespace = meta_now.get("namespace") if rtype.namespaced else None
         name = str(meta_now["name"])
         if self.backend is not None and self.backend.owns(rtype, namespace, name):

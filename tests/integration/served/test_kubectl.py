@@ -3,6 +3,7 @@ subresources, delete, watch, and writes the twin's controllers act on."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from typing import Any
@@ -75,6 +76,39 @@ def test_apply_creates_then_configures_and_delete_removes(kubectl: Kubectl) -> N
     assert "unchanged" in kubectl("apply", "-f", "-", stdin=CONFIGMAP.format(mode="b")).stdout
     assert "deleted" in kubectl("delete", "configmap", "settings", "-n", NS).stdout
     assert kubectl("get", "configmap", "settings", "-n", NS, check=False).returncode == 1
+
+
+SECRET = """apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+  namespace: otel-demo
+data:
+  user: YWRtaW4=
+  mode: b2xk
+stringData:
+  mode: new
+  password: s3cret
+"""
+
+
+def test_a_secrets_string_data_is_folded_into_base64_data_as_kube_apiserver_does(
+    served: ServedCluster, kubectl: Kubectl
+) -> None:
+    kubectl("apply", "-f", "-", stdin=SECRET)
+    secret = _json(kubectl, "get", "secret", "creds", "-n", NS)
+    assert "stringData" not in secret
+    decoded = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert decoded == {"user": "admin", "mode": "new", "password": "s3cret"}
+    # The twin holds what the API holds: its pods read the same values.
+    twin = served.env.get_objects("Secret", "creds")[0]
+    assert "stringData" not in twin and twin["data"] == secret["data"]
+    kubectl("patch", "secret", "creds", "-n", NS, "-p", json.dumps({"stringData": {"user": "ops"}}))
+    patched = _json(kubectl, "get", "secret", "creds", "-n", NS)
+    assert "stringData" not in patched
+    assert base64.b64decode(patched["data"]["user"]).decode() == "ops"
+    assert patched["data"]["password"] == secret["data"]["password"]
+    assert "deleted" in kubectl("delete", "secret", "creds", "-n", NS).stdout
 
 
 def test_a_strategic_merge_patch_merges_containers_by_name(
