@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from itbench.environments.served.resources import ResourceType
 from itbench.environments.served.store import ApiError, ObjectStore
 from itbench.environments.sim.environment import TICK_SECONDS, SimEnvironment
+from itbench.environments.sim.limits import LimitExceededError, admit
 from itbench.environments.sim.objects import KIND_INFO, Obj, api_defaults, clone
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,9 @@ class TwinBackend:
             raise ApiError(
                 409, "AlreadyExists", f'namespaces "{obj["metadata"]["name"]}" already exists'
             )
-        cluster.put(api_defaults(clone(obj)))
+        new = api_defaults(clone(obj))
+        _admit(new, len(cluster.objects.get(rtype.kind, {})))
+        cluster.put(new)
 
     def replace(self, rtype: ResourceType, obj: Obj) -> None:
         """Store a new version of one of the twin's objects."""
@@ -83,7 +86,9 @@ class TwinBackend:
                     cluster.events[i] = clone(obj)
                     return
             raise ApiError(404, "NotFound", f'events "{name}" not found')
-        cluster.put(api_defaults(clone(obj)))
+        new = api_defaults(clone(obj))
+        _admit(new, None)
+        cluster.put(new)
 
     def delete(self, rtype: ResourceType, namespace: str | None, name: str) -> None:
         """Delete one of the twin's objects (what it owns goes with it)."""
@@ -217,3 +222,12 @@ class TwinClock:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
+
+
+def _admit(obj: Obj, existing: int | None) -> None:
+    """The twin's limits on a write (`itbench.environments.sim.limits`), answered as
+    kube-apiserver's Status (422 Invalid from the replica policy, 403 Forbidden from quota)."""
+    try:
+        admit(obj, existing)
+    except LimitExceededError as exc:
+        raise ApiError(exc.status, exc.reason, str(exc).removeprefix("The ")) from None

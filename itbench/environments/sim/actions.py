@@ -13,6 +13,7 @@ from itbench.core.faults import ObjectChange
 from itbench.core.models.observations import ActionResult, ActionVerb, AgentAction
 from itbench.core.shop import FLAGD_CONFIG_KEY, FLAGD_CONFIGMAP, FLAGD_DEPLOYMENT
 from itbench.environments.sim.cluster import Cluster
+from itbench.environments.sim.limits import LimitExceededError, admit
 from itbench.environments.sim.objects import (
     INJECTOR_KINDS,
     KIND_INFO,
@@ -77,8 +78,20 @@ def _store(cluster: Cluster, before: Obj, after: Obj) -> bool:
     if _comparable(before) == _comparable(after):
         return False
     _validate(after)
+    _admit(after, None)
     cluster.put(after)
     return True
+
+
+def _admit(obj: Obj, existing: int | None) -> None:
+    """The lab's limits (`limits.admit`), refused as kubectl prints the API's answer."""
+    try:
+        admit(obj, existing)
+    except LimitExceededError as exc:
+        if exc.reason == "Invalid":
+            raise ActionError(str(exc)) from None
+        where = 'error when creating "STDIN": ' if existing is not None else ""
+        raise ActionError(f"Error from server ({exc.reason}): {where}{exc}") from None
 
 
 def _comparable(obj: Obj) -> Obj:
@@ -187,6 +200,7 @@ def apply_manifest(cluster: Cluster, manifest: dict[str, Any]) -> Outcome:
     if old is None:
         body = api_defaults(body)
         _validate(body)
+        _admit(body, len(cluster.objects.get(kind, {})))
         cluster.put(body)
         return Outcome(f"{_ref(kind, name)} created", True)
     after = clone(old)

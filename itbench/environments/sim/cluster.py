@@ -28,6 +28,7 @@ from itbench.environments.sim.kubelet import (
     listening_ports,
     main_container_of,
 )
+from itbench.environments.sim.limits import pod_quota_refusal
 from itbench.environments.sim.objects import (
     KIND_INFO,
     Obj,
@@ -423,6 +424,9 @@ class Cluster:
         """Admission of a pod from an owner's template: why it is refused, or None."""
         spec = ((owner.get("spec") or {}).get("template") or {}).get("spec") or {}
         name = f"{owner['metadata']['name']}-"
+        refused = pod_quota_refusal(owner["metadata"]["name"], len(self.objects.get("Pod", {})))
+        if refused is not None:
+            return refused
         priority_class = spec.get("priorityClassName")
         if priority_class and self.get("PriorityClass", str(priority_class)) is None:
             return (
@@ -528,6 +532,10 @@ class Cluster:
         for node in nodes:
             if node["metadata"]["name"] in placed:
                 continue
+            refused = self._admit(ds)
+            if refused is not None:
+                self.event(ds, "FailedCreate", f"Error creating: {refused}", "Warning")
+                break
             pod = self._create_pod(ds)
             pod["spec"]["nodeName"] = node["metadata"]["name"]
         desired = len(nodes)
