@@ -13,6 +13,7 @@ import logging
 import math
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -29,7 +30,7 @@ from itbench.environments.sim.environment import DEFAULT_START
 from itbench.environments.sim.twins import twin_for
 from itbench.execution.agents import builtin
 from itbench.execution.artefacts import RunStore
-from itbench.execution.driver import AgentRunner, drive_trial
+from itbench.execution.driver import TRIAL_GRACE_SECONDS, AgentRunner, drive_trial
 from itbench.execution.evidence import MemoryEvidenceStore
 from itbench.execution.executor import TrialExecutor
 from itbench.execution.plan import TrialPlan
@@ -129,6 +130,9 @@ def restarted(previous: TrialStatus, now: Any) -> TrialStatus:
 def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
     """Run one planned trial to its final phase on a fresh simulator (spawn-safe entry point).
 
+    The trial holds its worker at most its agent's wall-clock limit plus `TRIAL_GRACE_SECONDS`
+    (see `drive_trial`).
+
     Args:
         plan: The trial.
         root: The run directory to persist into (None: nothing is persisted).
@@ -136,6 +140,7 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
     Returns:
         The final status.
     """
+    started = time.monotonic()
     store = RunStore(Path(root)) if root is not None else None
     worker = _worker()
     scenario = plan.scenario
@@ -164,7 +169,12 @@ def run_trial(plan: TrialPlan, root: str | None) -> TrialStatus:
     runner = agent_runner(plan.agent, app=worker.app, gateway_url=worker.url, files=files)
     try:
         final = drive_trial(
-            status, executor, persist=persist, run_agent=runner, config=TRIAL_TWIN_CONFIG
+            status,
+            executor,
+            persist=persist,
+            run_agent=runner,
+            config=TRIAL_TWIN_CONFIG,
+            deadline=started + plan.agent.wall_seconds + TRIAL_GRACE_SECONDS,
         )
     finally:
         worker.registry.close(ctx.session_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,12 @@ Persist = Callable[[TrialStatus], None]
 """Stores a trial's status durably."""
 
 MAX_STEPS = 10_000
+TRIAL_GRACE_SECONDS = 120.0
+"""Real seconds a trial may hold its worker past its agent's wall-clock limit (provisioning,
+waiting for alerts, evaluation and scoring take a few seconds on the twin) before the driver ends
+it with `DeadlineExceeded` or `PlatformError`."""
+ADVANCE_SLICE_SECONDS = 300.0
+"""Longest stretch of environment time advanced between two looks at the wall-clock deadline."""
 
 
 class TrialStuckError(RuntimeError):
@@ -46,6 +53,8 @@ def drive_trial(
     scorer: TrialScorer | None = None,
     config: RunnerConfig = DEFAULT_CONFIG,
     max_steps: int = MAX_STEPS,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> TrialStatus:
     """Advance a trial until it is Succeeded, Failed or Errored.
 
@@ -54,6 +63,8 @@ def drive_trial(
     (the runner ends the trial Failed with AgentCrashed), but a `ModelUnavailableError` ends it
     Errored (ModelUnavailable). Exceptions of `persist` propagate: they
     stand for the driver itself crashing, and the trial resumes from the last persisted status.
+    A trial still running at `deadline` ends at the next step or slice of waiting: Failed with
+    DeadlineExceeded when the agent had changed the environment, else Errored (PlatformError).
 
     Args:
         status: The trial's last persisted status (a new one, or one to resume from).
@@ -64,14 +75,25 @@ def drive_trial(
         scorer: The trial scorer (defaults to the scoring core's).
         config: The state machine's timing constants.
         max_steps: Safety bound on steps.
+        deadline: When the trial must have ended, on `clock` (None: no limit); see
+            `TRIAL_GRACE_SECONDS`.
+        clock: The wall clock `deadline` is read on (seconds).
 
     Returns:
         The final status.
     """
     ctx = executor.ctx
     agent_ran = False
+
+    def overdue() -> bool:
+        return deadline is not None and clock() > deadline
+
     for _ in range(max_steps):
         if status.phase.final:
+            return status
+        if overdue():
+            status = _overran(ctx, status, executor)
+            persist(status)
             return status
         decision = step_trial(status, executor, scorer=scorer, config=config)
         persist(decision.status)
@@ -84,12 +106,38 @@ def drive_trial(
             continue
         if decision.wait_seconds > 0:
             try:
-                with executor.lock:
-                    executor.env.advance(decision.wait_seconds)
+                _advance(executor, decision.wait_seconds, overdue)
             except EnvironmentFailure as exc:
                 status = _abort(ctx, status, executor, Reason.ENVIRONMENT_FAILURE, str(exc))
                 persist(status)
     raise TrialStuckError(f"trial {ctx.name!r} did not finish within {max_steps} steps")
+
+
+def _advance(executor: TrialExecutor, seconds: float, overdue: Callable[[], bool]) -> None:
+    """Let environment time pass in slices, stopping early once the trial is overdue."""
+    left = seconds
+    while left > 0:
+        piece = min(left, ADVANCE_SLICE_SECONDS)
+        with executor.lock:
+            executor.env.advance(piece)
+        left -= piece
+        if overdue():
+            return
+
+
+def _overran(ctx: TrialContext, status: TrialStatus, executor: TrialExecutor) -> TrialStatus:
+    """End a trial that held its worker past its deadline, with its owner's reason."""
+    what = (
+        f"the trial ran past its deadline (the agent's wall-clock limit plus "
+        f"{TRIAL_GRACE_SECONDS:g} s) while {status.phase.value}"
+    )
+    if _agent_changed_it(status, executor):
+        log.warning("trial overran after the agent's changes", extra={"trial": ctx.name})
+        return _abort(
+            ctx, status, executor, Reason.DEADLINE_EXCEEDED, f"{what}, after the agent's changes"
+        )
+    log.warning("trial overran", extra={"trial": ctx.name})
+    return _abort(ctx, status, executor, Reason.PLATFORM_ERROR, what)
 
 
 def step_trial(

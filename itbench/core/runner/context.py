@@ -38,6 +38,7 @@ class Reason(StrEnum):
     AGENT_CRASHED = "AgentCrashed"
     MODEL_UNAVAILABLE = "ModelUnavailable"
     AGENT_INDUCED_FAILURE = "AgentInducedFailure"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
     TASKS_PASSED = "TasksPassed"
     TASKS_FAILED = "TasksFailed"
     FAULT_DID_NOT_MANIFEST = "FaultDidNotManifest"
@@ -71,6 +72,10 @@ OUTCOMES: dict[Reason, tuple[TrialPhase, Owner | None]] = {
     Reason.MODEL_UNAVAILABLE: (TrialPhase.ERRORED, Owner.MODEL_ENDPOINT),
     # What the agent sent broke the environment: its failure, never out of the denominator.
     Reason.AGENT_INDUCED_FAILURE: (TrialPhase.FAILED, Owner.AGENT),
+    # The trial held its worker past its deadline plus grace after the agent changed the
+    # environment (the twin's limits bound the rest): the agent's, in the denominator. An
+    # overrun without any change of the agent's is a PlatformError.
+    Reason.DEADLINE_EXCEEDED: (TrialPhase.FAILED, Owner.AGENT),
     Reason.FAULT_DID_NOT_MANIFEST: (TrialPhase.ERRORED, Owner.FAULT_INJECTION),
     Reason.INJECTION_FAILED: (TrialPhase.ERRORED, Owner.FAULT_INJECTION),
     Reason.CONTROL_NOT_QUIET: (TrialPhase.ERRORED, Owner.ENVIRONMENT),
