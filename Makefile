@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 ARGS   ?=
 EXTRAS ?= dev,agents
 
-.PHONY: run test validity-full lint generate check-generated bench compiled e2e clean venv upstream-snapshot
+.PHONY: controlplane run test validity-full lint generate check-generated bench compiled e2e clean venv upstream-snapshot
 
 venv: $(STAMP)
 
@@ -27,13 +27,21 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/itbench run $(ARGS)
 
-## The whole test suite (unit + integration; e2e needs kind and is skipped). Bytecode is written
+## The whole test suite (unit + integration, the real control plane built first when missing;
+# e2e needs kind and is skipped). Bytecode is written
 # even where PYTHONDONTWRITEBYTECODE is set: pytest then rewrites each test module's asserts once,
 # not in every worker on every run, and the agents, workers and operators the tests start import
 # this project compiled. Three workers on two cores: many tests wait on real clocks (a served
 # twin, Prometheus, rollouts), and the third worker runs while they wait.
-test: $(STAMP)
+test: $(STAMP) controlplane
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -q $(ARGS)
+
+## The real Kubernetes control plane of tests/integration/kube (kube-apiserver, etcd,
+# kube-controller-manager, kube-scheduler, KWOK and Helm from the Go modules pinned in
+# deploy/controlplane/): built once per machine and pin into ~/.cache/itbench/controlplane/
+# (ITBENCH_CONTROLPLANE_CACHE), about 550 MB, with Go's own caches beside it (docs/testing.md).
+controlplane: $(STAMP)
+	@$(BIN)/python tests/kube_controlplane.py build
 
 ## The validity checks over the whole catalog, beside `make test`'s representative samples: every
 # cheap strategy held to its ceilings on every scenario of both splits, and the runner's oracle and
