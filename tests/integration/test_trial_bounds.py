@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.limit_agents import API_MAX, SCALE_MAX
 from itbench.client import ITBenchClient
 from itbench.core.models.observations import ActionVerb, AgentAction
 from itbench.core.models.scenario import Scenario
@@ -32,7 +33,6 @@ from itbench.execution.executor import TrialExecutor
 from itbench.execution.plan import TrialPlan, plan_trials
 from itbench.gateway.app import create_app
 from itbench.gateway.sessions import SessionRegistry
-from tests.integration.limit_agents import API_MAX, SCALE_MAX
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,7 +55,7 @@ def acts(trajectory: list[dict[str, Any]], verb: str) -> list[dict[str, Any]]:
 def test_an_agent_scaling_every_deployment_to_the_apis_maximum_is_refused_and_its_trial_counts(
     tmp_path: Path,
 ) -> None:
-    agent = from_callable("tests.integration.limit_agents:scale_everything")
+    agent = from_callable("benchmarks.limit_agents:scale_everything")
     options = BenchmarkOptions(
         run="stall", agents=[agent], scenarios=[cart_scenario()], trials=1, seed=42, workers=1
     )
@@ -86,7 +86,7 @@ def test_an_agent_scaling_every_deployment_to_the_apis_maximum_is_refused_and_it
 def test_an_agent_scaling_everything_to_the_bound_ends_its_trial_normally(
     tmp_path: Path,
 ) -> None:
-    agent = from_callable("tests.integration.limit_agents:scale_to_the_bound")
+    agent = from_callable("benchmarks.limit_agents:scale_to_the_bound")
     options = BenchmarkOptions(
         run="bound", agents=[agent], scenarios=[cart_scenario()], trials=1, seed=42, workers=1
     )
@@ -118,7 +118,7 @@ class Trial:
 
 
 def twin_trial() -> Trial:
-    agent = from_callable("tests.integration.limit_agents:scale_everything")
+    agent = from_callable("benchmarks.limit_agents:scale_everything")
     (plan,) = plan_trials("deadline", [cart_scenario()], [agent], trials=1, seed=3)
     registry = SessionRegistry()
     env = twin_for(plan.scenario, seed=plan.seed)

@@ -83,6 +83,11 @@ class Cluster:
     _event_writes: int = 0
     """Increments on every Event written or repeated."""
     _settled: dict[str, tuple[object, ...] | None] = field(default_factory=dict)
+    _bindings: int = 0
+    """Increments whenever a pod is bound to a node (a change `generation` does not count)."""
+    _free_cache: dict[str, tuple[tuple[object, ...], float, float]] = field(default_factory=dict)
+    """Per node, the resources its pods leave free, with the state they were computed in: the
+    scheduler asks for each pending pod, and a namespace at its pod quota has many."""
     """Per group of controllers (see `reconcile`), the inputs of its last pass when that pass
     changed nothing."""
 
@@ -538,6 +543,7 @@ class Cluster:
                 break
             pod = self._create_pod(ds)
             pod["spec"]["nodeName"] = node["metadata"]["name"]
+            self._bindings += 1
         desired = len(nodes)
         ready = sum(1 for p in self.owned("Pod", ds) if self._ready(p))
         ds["status"] = {
@@ -608,6 +614,7 @@ class Cluster:
                 self.event(pod, "FailedScheduling", why, "Warning")
                 return
             spec["nodeName"] = node
+            self._bindings += 1
             self.event(pod, "Scheduled", f"Successfully assigned {self.namespace}/{name} to {node}")
             rt.next_start = self.now
             rt.init_next = self.now
@@ -683,13 +690,19 @@ class Cluster:
         return None
 
     def _free(self, node: Obj) -> tuple[float, float]:
+        name = node["metadata"]["name"]
+        state = (self.generation, self._bindings, node["metadata"].get("resourceVersion"))
+        cached = self._free_cache.get(name)
+        if cached is not None and cached[0] == state:
+            return cached[1], cached[2]
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         cpu = parse_cpu(allocatable.get("cpu", "0"))
         mem = parse_memory(allocatable.get("memory", "0"))
         for other in self.of_kind("Pod"):
-            if other["spec"].get("nodeName") == node["metadata"]["name"]:
+            if other["spec"].get("nodeName") == name:
                 cpu -= _pod_amount(other["spec"], "requests", "cpu")
                 mem -= _pod_amount(other["spec"], "requests", "memory")
+        self._free_cache[name] = (state, cpu, mem)
         return cpu, mem
 
     def _anti_affinity_blocks(self, pod: Obj, node: str) -> bool:

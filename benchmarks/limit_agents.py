@@ -1,10 +1,11 @@
-"""Agents that try to make the twin model thousands of pods, for the limit tests: ordinary SDK
-clients asking for what the Kubernetes API accepts (up to its int32 maximum) through every
-verb that sets replicas."""
+"""Agents that try to make the twin model thousands of pods, for `bench_agent_limits` and the
+limit tests: ordinary SDK clients asking for what the Kubernetes API accepts (up to its int32
+maximum) through every verb that sets replicas."""
 
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from typing import Any
 
 from itbench.client import ITBenchAPIError, ITBenchClient
@@ -14,6 +15,8 @@ API_MAX = 2**31 - 1
 """The largest `replicas` the Kubernetes API's int32 field takes."""
 SCALE_MAX = 1000
 """The largest `replicas` the gateway's scale verb takes."""
+HOLD_SECONDS = 600.0
+"""Trial time each agent keeps its turn for, from STARTED (its actions included)."""
 
 
 def _act(client: ITBenchClient, action: AgentAction) -> None:
@@ -35,10 +38,17 @@ def _hpa(target: str, replicas: int) -> dict[str, Any]:
     }
 
 
+def _hold(client: ITBenchClient, began: datetime) -> None:
+    """Wait until `HOLD_SECONDS` after `began`, then report FINISHED."""
+    now = client.wait(1).now
+    client.wait(max(HOLD_SECONDS - (now - began).total_seconds(), 1.0))
+    client.finished()
+
+
 def scale_everything(client: ITBenchClient) -> None:
     """Every Deployment to 1000 replicas by the scale verb and to the API's maximum by a patch,
     and an HPA holding the cart at 1000; then FINISHED."""
-    client.started()
+    began = client.started().time
     for d in client.get("Deployment").items:
         name = d["metadata"]["name"]
         _act(
@@ -60,8 +70,7 @@ def scale_everything(client: ITBenchClient) -> None:
             verb=ActionVerb.APPLY, kind="HorizontalPodAutoscaler", manifest=_hpa("cart", 1000)
         ),
     )
-    client.wait(300)
-    client.finished()
+    _hold(client, began)
 
 
 def scale_to_the_bound(client: ITBenchClient) -> None:
@@ -69,7 +78,7 @@ def scale_to_the_bound(client: ITBenchClient) -> None:
     an HPA holding the cart there; then FINISHED."""
     from itbench.environments.sim.limits import MAX_REPLICAS
 
-    client.started()
+    began = client.started().time
     for d in client.get("Deployment").items:
         _act(
             client,
@@ -88,5 +97,12 @@ def scale_to_the_bound(client: ITBenchClient) -> None:
             manifest=_hpa("cart", MAX_REPLICAS),
         ),
     )
-    client.wait(300)
-    client.finished()
+    _hold(client, began)
+
+
+def wait_only(client: ITBenchClient) -> None:
+    """The others' turn without their actions: lists the Deployments, waits as long, then
+    FINISHED (the baseline they are measured against)."""
+    began = client.started().time
+    client.get("Deployment")
+    _hold(client, began)
