@@ -8,7 +8,9 @@ than 300 s (2-core machine, shared) and the trial never ended. Now `scale_everyt
 Deployment to 1000 by the scale verb and to 2^31-1 by a patch, an HPA at 1000) is refused, and
 `scale_to_the_bound` (every Deployment to 100, an HPA at 100) leaves the namespace at its pod
 quota of 150 for the rest of the trial. The targets hold both within a small factor of the
-baseline.
+baseline. `restart_everything` churns pods for its whole turn (900 s of trial time): each new
+pod brings its series, so its trial's memory grows with the pods the namespace's quota lets it
+make per rollout step, bounded by the turn's length (no target: the figure to watch).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def run() -> list[Figure]:
     """Wall time and peak allocation of a trial per agent, and the ratios to the baseline's."""
     figures: list[Figure] = []
     walls: dict[str, float] = {}
-    for agent in ("wait_only", *TARGETS):
+    for agent in ("wait_only", *TARGETS, "restart_everything"):
         _trial(agent)  # warm-up: imports and caches
         walls[agent] = min(_trial(agent)[0] for _ in range(REPEAT))
         figures.append(Figure(f"limits.{agent}.trial_seconds", walls[agent], "s"))

@@ -106,3 +106,19 @@ def wait_only(client: ITBenchClient) -> None:
     began = client.started().time
     client.get("Deployment")
     _hold(client, began)
+
+
+def restart_everything(client: ITBenchClient) -> None:
+    """Pod churn: two Deployments at 60 replicas each, rolled out again one after the other
+    for the whole turn (every rollout makes new pods, and every new pod new series); then
+    FINISHED."""
+    client.started()
+    names = [d["metadata"]["name"] for d in client.get("Deployment").items][:2]
+    for name in names:
+        _act(client, AgentAction(verb=ActionVerb.SCALE, kind="Deployment", name=name, replicas=60))
+    i = 0
+    while (client.wait(1).remaining_seconds or 0.0) > 10:
+        name = names[i % len(names)]
+        _act(client, AgentAction(verb=ActionVerb.ROLLOUT_RESTART, kind="Deployment", name=name))
+        i += 1
+    client.finished()
