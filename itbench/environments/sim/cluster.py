@@ -429,7 +429,7 @@ class Cluster:
         """Admission of a pod from an owner's template: why it is refused, or None."""
         spec = ((owner.get("spec") or {}).get("template") or {}).get("spec") or {}
         name = f"{owner['metadata']['name']}-"
-        refused = pod_quota_refusal(owner["metadata"]["name"], len(self.objects.get("Pod", {})))
+        refused = pod_quota_refusal(name, len(self.objects.get("Pod", {})))
         if refused is not None:
             return refused
         priority_class = spec.get("priorityClassName")

@@ -117,17 +117,18 @@ def check_count(kind: str, name: str, count: int) -> None:
     )
 
 
-def pod_quota_refusal(owner_name: str, pods: int) -> str | None:
-    """Why the pod quota refuses one more pod of an owner, or None.
+def pod_quota_refusal(pod_name: str, pods: int) -> str | None:
+    """Why the pod quota refuses one more pod, or None.
 
     Args:
-        owner_name: The ReplicaSet or DaemonSet creating the pod.
+        pod_name: The pod's name (a controller's pods: its `generateName`, the owner's name and
+            a dash).
         pods: Pods the namespace holds now.
     """
     if pods + 1 <= POD_QUOTA:
         return None
     return (
-        f'pods "{owner_name}-" is forbidden: exceeded quota: {QUOTA_NAME}, requested: pods=1, '
+        f'pods "{pod_name}" is forbidden: exceeded quota: {QUOTA_NAME}, requested: pods=1, '
         f"used: pods={pods}, limited: pods={POD_QUOTA}"
     )
 
@@ -143,7 +144,13 @@ def admit(obj: Obj, existing: int | None) -> None:
     Raises:
         LimitExceededError: A limit refuses it.
     """
+    kind = str(obj.get("kind", ""))
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    if existing is not None and kind == "Pod":
+        refused = pod_quota_refusal(name, existing)
+        if refused is not None:
+            # A pod created directly (not by a controller) is refused to its creator.
+            raise LimitExceededError(refused, status=403, reason="Forbidden")
     if existing is not None:
-        kind = str(obj.get("kind", ""))
-        check_count(kind, str((obj.get("metadata") or {}).get("name", "")), existing)
+        check_count(kind, name, existing)
     check_replicas(obj)

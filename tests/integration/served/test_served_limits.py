@@ -6,13 +6,20 @@ from __future__ import annotations
 import json
 
 import yaml
-from served_lab import Kubectl
+from served_lab import Kubectl, eventually
 
 from itbench.environments.served.server import ServedCluster
-from itbench.environments.sim.limits import MAX_REPLICAS, OBJECT_QUOTA, QUOTA_NAME
+from itbench.environments.sim.limits import MAX_REPLICAS, OBJECT_QUOTA, POD_QUOTA, QUOTA_NAME
 
 NS = "otel-demo"
 API_MAX = 2**31 - 1
+
+
+def settled(served: ServedCluster, name: str) -> bool:
+    """Whether a Deployment's pods are as many as its replicas (the twin steps on its own)."""
+    with served.store.lock:
+        status = served.env.cluster.objects["Deployment"][name].get("status") or {}
+        return status.get("replicas") == replicas(served, name)
 
 
 def replicas(served: ServedCluster, name: str) -> int:
@@ -33,6 +40,7 @@ def test_the_scale_subresource_refuses_the_apis_maximum_and_takes_the_bound(
     kubectl("scale", "deployment", "cart", "-n", NS, f"--replicas={MAX_REPLICAS}")
     assert replicas(served, "cart") == MAX_REPLICAS
     kubectl("scale", "deployment", "cart", "-n", NS, "--replicas=1")
+    eventually(lambda: settled(served, "cart"), "the cart back at one pod")
 
 
 def test_a_patch_to_the_apis_maximum_is_refused(served: ServedCluster, kubectl: Kubectl) -> None:
@@ -88,3 +96,30 @@ def test_creating_past_the_count_quota_is_forbidden(
         f"count/configmaps={OBJECT_QUOTA}, limited: count/configmaps={OBJECT_QUOTA}"
     ) in refused.stderr
     assert len(served.env.cluster.objects["ConfigMap"]) == OBJECT_QUOTA
+
+
+def test_a_pod_created_directly_past_the_pod_quota_is_forbidden(
+    served: ServedCluster, kubectl: Kubectl
+) -> None:
+    eventually(lambda: settled(served, "cart"), "the cart back at one pod")
+    held = len(served.env.cluster.objects["Pod"])
+    template = next(iter(served.env.cluster.objects["Deployment"].values()))["spec"]["template"]
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"by-hand-{i}", "namespace": NS},
+            "spec": template["spec"],
+        }
+        for i in range(POD_QUOTA - held + 1)
+    ]
+    refused = kubectl(
+        "create", "-f", "-", stdin="---\n".join(yaml.safe_dump(p) for p in pods), check=False
+    )
+    assert refused.returncode == 1
+    last = pods[-1]["metadata"]["name"]
+    assert (
+        f'pods "{last}" is forbidden: exceeded quota: {QUOTA_NAME}, requested: pods=1, used: '
+        f"pods={POD_QUOTA}, limited: pods={POD_QUOTA}"
+    ) in refused.stderr
+    assert len(served.env.cluster.objects["Pod"]) == POD_QUOTA
