@@ -16,6 +16,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from kube_shop import chaos_crds, load_shop
 
 import itbench.core.fault_library  # noqa: F401 (registers the faults)
 from itbench.catalog_files import load_catalog
@@ -28,13 +29,10 @@ from itbench.environments.kube.faults import (
     restorable,
 )
 from itbench.environments.sim.objects import baseline_objects
-from itbench.stack import snapshot
 from tests.kube_collection import kubernetes_core
 from tests.kube_controlplane import NODE_TEMPLATE, ControlPlane
 
 ROOT = Path(__file__).resolve().parents[3]
-SKIPPED_KINDS = {"ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "PrometheusRule"}
-"""Baseline kinds the faults never touch (the cluster-scoped ones would clash between tests)."""
 
 
 def _faults() -> list[tuple[str, str, dict[str, Any]]]:
@@ -52,42 +50,6 @@ def _faults() -> list[tuple[str, str, dict[str, Any]]]:
 FAULTS = _faults()
 
 
-def _without_own_keys(schema: Any) -> Any:
-    # The snapshot marks schemas it abbreviated with x-itbench-* keys, which no API server knows.
-    if isinstance(schema, dict):
-        return {k: _without_own_keys(v) for k, v in schema.items() if not k.startswith("x-itbench")}
-    if isinstance(schema, list):
-        return [_without_own_keys(v) for v in schema]
-    return schema
-
-
-def _chaos_crds() -> list[dict[str, Any]]:
-    out = []
-    for kind, facts in snapshot("chaos-mesh.yaml")["kinds"].items():
-        out.append(
-            {
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"{facts['plural']}.{facts['group']}"},
-                "spec": {
-                    "group": facts["group"],
-                    "scope": facts["scope"],
-                    "names": {"plural": facts["plural"], "kind": kind},
-                    "versions": [
-                        {
-                            "name": facts["version"],
-                            "served": True,
-                            "storage": True,
-                            "schema": {"openAPIV3Schema": _without_own_keys(facts["schema"])},
-                            "subresources": {"status": {}},
-                        }
-                    ],
-                },
-            }
-        )
-    return out
-
-
 @pytest.fixture(scope="module")
 def shop_cluster(control_plane: ControlPlane) -> ControlPlane:
     """The Chaos Mesh CRDs, and the kind Nodes the shop's baseline names, kept Ready by KWOK."""
@@ -100,7 +62,7 @@ def shop_cluster(control_plane: ControlPlane) -> ControlPlane:
             {
                 "apiVersion": "v1",
                 "kind": "List",
-                "items": _chaos_crds(),
+                "items": chaos_crds(),
             }
         ),
     )
@@ -120,7 +82,7 @@ class ChaosStandIn:
     def __init__(self, client: kubernetes.client.ApiClient, namespace: str) -> None:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self.namespace = namespace
-        self.plurals = [c["spec"]["names"]["plural"] for c in _chaos_crds()]
+        self.plurals = [c["spec"]["names"]["plural"] for c in chaos_crds()]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -154,29 +116,6 @@ class ChaosStandIn:
                             }
                         },
                     )
-
-
-def _load_shop(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
-    objects = [
-        restorable(o)
-        for o in baseline_objects(namespace)
-        if o["kind"] not in SKIPPED_KINDS and o["kind"] != "Node"
-    ]
-    for obj in objects:
-        if obj["kind"] == "Service":
-            # The twin's Services carry the addresses it allocated; a real API server allocates
-            # its own (each namespace of these tests holds a copy of the shop).
-            obj["spec"].pop("clusterIP", None)
-            obj["spec"].pop("clusterIPs", None)
-    plane.kubectl(
-        "apply",
-        "--server-side",
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
-    )
-    plane.kubectl("rollout", "status", "deployment", "-n", namespace, "--timeout=120s", timeout=180)
-    return objects
 
 
 def _read(plane: ControlPlane, change: ObjectChange, namespace: str) -> dict[str, Any] | None:
@@ -216,7 +155,7 @@ def test_a_fault_is_injected_and_removal_restores_every_object(
     shop_cluster: ControlPlane, fault: str, scenario: str, args: dict[str, Any]
 ) -> None:
     namespace = "f-" + re.sub(r"[^a-z0-9]+", "-", fault.lower())[:40].strip("-")
-    _load_shop(shop_cluster, namespace)
+    load_shop(shop_cluster, namespace)
     changes = get_fault(fault).changes(args, namespace)
     touched = [c for c in changes if c.op != "delete" or "*" not in c.name]
     before = {(c.kind, c.name): _comparable(_read(shop_cluster, c, namespace)) for c in touched}

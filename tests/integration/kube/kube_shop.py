@@ -1,0 +1,96 @@
+"""The shop on the real control plane, for the tests of this directory: the namespace as the
+stack playbook makes it (Pod Security labels included), the shop's objects from the twin's
+baseline, and the Chaos Mesh CRDs of the pinned chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from itbench.environments.kube.faults import restorable
+from itbench.environments.sim.objects import baseline_objects
+from itbench.stack import snapshot
+from tests.kube_controlplane import ControlPlane
+
+ROOT = Path(__file__).resolve().parents[3]
+INSTALL = ROOT / "itbench" / "environments" / "kube" / "playbooks" / "stack" / "install.yaml"
+SKIPPED_KINDS = {"ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "PrometheusRule"}
+"""Baseline kinds the faults never touch (the cluster-scoped ones would clash between tests)."""
+
+
+def namespace_labels() -> dict[str, str]:
+    """The labels the stack playbook gives the shop's namespace (Pod Security's among them)."""
+    for play in yaml.safe_load(INSTALL.read_text()):
+        for task in play["tasks"]:
+            definition = (task.get("kubernetes.core.k8s") or {}).get("definition") or {}
+            if definition.get("kind") == "Namespace":
+                return dict(definition["metadata"]["labels"])
+    raise AssertionError(f"{INSTALL} creates no Namespace")
+
+
+def _without_own_keys(schema: Any) -> Any:
+    # The snapshot marks schemas it abbreviated with x-itbench-* keys, which no API server knows.
+    if isinstance(schema, dict):
+        return {k: _without_own_keys(v) for k, v in schema.items() if not k.startswith("x-itbench")}
+    if isinstance(schema, list):
+        return [_without_own_keys(v) for v in schema]
+    return schema
+
+
+def chaos_crds() -> list[dict[str, Any]]:
+    out = []
+    for kind, facts in snapshot("chaos-mesh.yaml")["kinds"].items():
+        out.append(
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{facts['plural']}.{facts['group']}"},
+                "spec": {
+                    "group": facts["group"],
+                    "scope": facts["scope"],
+                    "names": {"plural": facts["plural"], "kind": kind},
+                    "versions": [
+                        {
+                            "name": facts["version"],
+                            "served": True,
+                            "storage": True,
+                            "schema": {"openAPIV3Schema": _without_own_keys(facts["schema"])},
+                            "subresources": {"status": {}},
+                        }
+                    ],
+                },
+            }
+        )
+    return out
+
+
+def load_shop(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    namespace_object = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": namespace_labels()},
+    }
+    plane.kubectl("apply", "-f", "-", stdin=json.dumps(namespace_object))
+    objects = [
+        restorable(o)
+        for o in baseline_objects(namespace)
+        if o["kind"] not in SKIPPED_KINDS and o["kind"] not in ("Node", "Namespace")
+    ]
+    for obj in objects:
+        if obj["kind"] == "Service":
+            # The twin's Services carry the addresses it allocated; a real API server allocates
+            # its own (each namespace of these tests holds a copy of the shop).
+            obj["spec"].pop("clusterIP", None)
+            obj["spec"].pop("clusterIPs", None)
+    plane.kubectl(
+        "apply",
+        "--server-side",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+    )
+    plane.kubectl("rollout", "status", "deployment", "-n", namespace, "--timeout=120s", timeout=180)
+    return objects
