@@ -275,13 +275,20 @@ class TrafficModel:
         return dict(flags)
 
     def flag_values(self) -> dict[str, float]:
-        """Numeric value of each served flag that the shop's programs evaluate."""
+        """Numeric value of each served flag that the shop's programs evaluate, averaged over
+        the evaluations: a `fractional` rollout serves each variant to its share of the users
+        (flagd buckets every evaluation by its targeting key), so a flag on for 3 % of them
+        acts on about 3 % of the requests."""
         text = self.served_config()
         if self._values_cache[0] != text or not text:
             variants = flag_variants(text)
+            specs = _flag_specs(text)
             values = {
-                k: flag_value(variants.get(k, {}), v)
-                for k, v in self.configured_flags().items()
+                k: sum(
+                    share * flag_value(variants.get(k, {}), variant)
+                    for variant, share in served_shares(specs.get(k, {})).items()
+                )
+                for k in self.configured_flags()
                 if k in FLAG_BY_KEY
             }
             self._values_cache = (text, values)
@@ -521,8 +528,11 @@ class TrafficModel:
                 ok *= 1 - share
                 causes.append((share, _flag_message(flag, svc, op.name)))
             elif definition.effect == "gc":
+                # Only the pauses of the share of requests that trigger a manual GC.
                 latency = Latency(
-                    latency.median_ms, max(latency.tail, 0.25), latency.median_ms + 1800.0
+                    latency.median_ms,
+                    max(latency.tail, 0.25 * min(value, 1.0)),
+                    latency.median_ms + 1800.0,
                 )
         if extra_ms > 0:
             latency = Latency(
@@ -589,23 +599,45 @@ class TrafficModel:
         policies: list[Obj],
     ) -> _Route:
         """How the network treats a call from a caller's pods (averaged over them)."""
+        unreachable = max(
+            (
+                min(value, 1.0)
+                for flag, value in values.items()
+                if FLAG_BY_KEY[flag].effect == "unreachable"
+                and FLAG_BY_KEY[flag].caller == caller
+                and FLAG_BY_KEY[flag].service == call.service
+            ),
+            default=0.0,
+        )
+        reason = (
+            "rpc error: code = Unavailable desc = name resolver error: produced zero "
+            "addresses (badAddress:50051)"
+        )
+        if unreachable >= 1.0:
+            return _Route(1.0, reason, 0.0, False, 1.0)
+        route = self._network_route(caller, call, ready, chaos, policies)
+        if unreachable <= 0:
+            return route
+        # The requests that got the flag's bad address fail; the rest take the network.
+        return _Route(
+            1.0 - (1.0 - unreachable) * (1.0 - route.fail),
+            route.reason or reason,
+            route.delay_ms,
+            route.timeout,
+            route.callee_ok,
+            route.tampered,
+        )
+
+    def _network_route(
+        self,
+        caller: str,
+        call: Call,
+        ready: dict[str, list[Obj]],
+        chaos: dict[str, list[Obj]],
+        policies: list[Obj],
+    ) -> _Route:
+        """How the network treats a call from a caller's pods, flags aside."""
         c = self.cluster
-        for flag, value in values.items():
-            definition = FLAG_BY_KEY[flag]
-            if (
-                value > 0
-                and definition.effect == "unreachable"
-                and definition.caller == caller
-                and definition.service == call.service
-            ):
-                return _Route(
-                    1.0,
-                    "rpc error: code = Unavailable desc = name resolver error: produced zero "
-                    "addresses (badAddress:50051)",
-                    0.0,
-                    False,
-                    1.0,
-                )
         callers = ready.get(caller) or []
         if not callers:
             d = c.get("Deployment", caller)
@@ -1067,16 +1099,17 @@ def _flag_resources(
         definition = FLAG_BY_KEY[flag]
         if value <= 0 or definition.service != svc:
             continue
+        share = min(value, 1.0)
         if definition.effect == "cpu":
-            cpu += definition.magnitude / 1000.0
+            cpu += definition.magnitude / 1000.0 * share
         elif definition.effect == "gc":
-            cpu += 0.1
+            cpu += 0.1 * share
         elif definition.effect == "leak":
             calls = sum(r for k, r in rates.items() if k[0] == svc)
             leak += calls * value * definition.magnitude * 1024.0
         elif definition.effect == "cache":
             # The cache list grows with every request; lookups scan it.
-            leak += definition.magnitude * MiB / 60.0
+            leak += definition.magnitude * MiB / 60.0 * share
             ms_per_mib += CACHE_MS_PER_MIB
     return cpu, leak, ms_per_mib
 
@@ -1120,10 +1153,41 @@ def _downstream_message(call: Call, callee: OpStats | None) -> str:
     return f"{call.operation} on {call.service} failed"
 
 
+def _flag_specs(text: str) -> dict[str, dict[str, Any]]:
+    try:
+        doc = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+    flags = doc.get("flags") if isinstance(doc, dict) else None
+    if not isinstance(flags, dict):
+        return {}
+    return {str(k): v for k, v in flags.items() if isinstance(v, dict)}
+
+
+def served_shares(spec: dict[str, Any]) -> dict[str, float]:
+    """The share of evaluations each variant of a flag gets: all to the default, unless a
+    `fractional` targeting rule splits them by weight (weights need not add up to 100)."""
+    default = str(spec.get("defaultVariant", "off"))
+    targeting = spec.get("targeting")
+    if not isinstance(targeting, dict) or "fractional" not in targeting:
+        return {default: 1.0}
+    buckets = [
+        (str(b[0]), float(b[1]))
+        for b in targeting.get("fractional") or []
+        if isinstance(b, list) and len(b) == 2 and isinstance(b[1], int | float) and b[1] >= 0
+    ]
+    total = sum(w for _, w in buckets)
+    if total <= 0:
+        return {default: 1.0}
+    out: dict[str, float] = {}
+    for variant, weight in buckets:
+        out[variant] = out.get(variant, 0.0) + weight / total
+    return out
+
+
 def served_variant(spec: dict[str, Any]) -> str:
     """The variant flagd serves for a flag: its default, unless a `fractional` targeting rule
-    decides (the twin serves the variant with the largest share; a rollout held at 0 % serves
-    the other one)."""
+    decides (then the variant most evaluations get; `served_shares` gives every share)."""
     default = str(spec.get("defaultVariant", "off"))
     targeting = spec.get("targeting")
     if not isinstance(targeting, dict) or "fractional" not in targeting:

@@ -112,6 +112,23 @@ def test_history_has_policies_and_paused_flag_rollouts_that_change_nothing() -> 
     assert all(v["targeting"]["fractional"][0][1] == 0 for v in paused.values())
 
 
+def test_a_flag_served_to_a_few_percent_of_the_users_acts_on_that_share_of_requests() -> None:
+    env = _lived_in(21, Protected(flags=frozenset({"paymentFailure"})))
+    cm = env.get_objects("ConfigMap", "flagd-config")[0]
+    doc = json.loads(cm["data"]["demo.flagd.json"])
+    doc["flags"]["paymentFailure"]["defaultVariant"] = "100%"
+    doc["flags"]["paymentFailure"]["targeting"] = {"fractional": [["100%", 1], ["off", 99]]}
+    cm["data"]["demo.flagd.json"] = json.dumps(doc)
+    assert env.act(AgentAction(verb=ActionVerb.APPLY, kind="ConfigMap", manifest=cm)).ok
+    restart = AgentAction(verb=ActionVerb.ROLLOUT_RESTART, kind="Deployment", name="flagd")
+    assert env.act(restart).ok
+    env.advance(600)
+    payment = next(w for w in env.snapshot().workloads if w.name == "payment")
+    assert 0.005 < payment.error_ratio < 0.015
+    assert [a.alertname for a in env.alerts()] == []
+    assert env.snapshot().flags["paymentFailure"] == "off"
+
+
 def test_undo_goes_to_the_previous_healthy_revision() -> None:
     env = _lived_in(7)
     name, revision = max(_revisions(env).items(), key=lambda kv: kv[1])
