@@ -49,6 +49,7 @@ from itbench.core.models.observations import EnvironmentSnapshot
 from itbench.core.models.trial import TrialPhase
 from itbench.core.runner.context import TrialContext
 from itbench.environments.kube.environment import ClusterEnvironment
+from itbench.environments.kube.faults import AppliedChange
 from itbench.environments.port import EnvironmentFailure
 from itbench.execution.evidence import AgentRecord, EvidenceStore, TopologyRecord
 from itbench.operator.artefacts import ARTEFACT_LABEL, MAX_NAME
@@ -244,11 +245,14 @@ class InjectionRecords:
         records: By injection key, the wire form of each applied change (removal's input).
         order: Every key ever injected, in order.
         pending: A key whose injection started and has not been recorded yet.
+        prepared: For the pending key, what undoes it, kept before its playbook ran (so an
+            injection cut short, whatever part of it was made, can be rolled back).
     """
 
     records: dict[str, list[Json]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     pending: str | None = None
+    prepared: list[Json] | None = None
 
     @property
     def outstanding(self) -> bool:
@@ -258,10 +262,10 @@ class InjectionRecords:
     def wire(self) -> str:
         """The annotation's text (objects keep their keys' order: a restored object is the one
         read before the change, byte for byte)."""
-        return json.dumps(
-            {"records": self.records, "order": self.order, "pending": self.pending},
-            separators=(",", ":"),
-        )
+        data: Json = {"records": self.records, "order": self.order, "pending": self.pending}
+        if self.prepared is not None:
+            data["prepared"] = self.prepared
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> InjectionRecords:
@@ -280,6 +284,11 @@ class InjectionRecords:
                 records={str(k): list(v) for k, v in (data.get("records") or {}).items()},
                 order=[str(k) for k in data.get("order") or []],
                 pending=str(data["pending"]) if data.get("pending") is not None else None,
+                prepared=(
+                    [dict(a) for a in data["prepared"]]
+                    if data.get("prepared") is not None
+                    else None
+                ),
             )
         except (ValueError, TypeError, AttributeError) as exc:
             raise EnvironmentFailure(
@@ -351,21 +360,22 @@ class LeasedClusterEnvironment(ClusterEnvironment):
     trial: tuple[str, str] = ("", "")
     lease: Lease | None = None
     _pending: str | None = field(init=False, default=None)
+    _prepared: list[Json] | None = field(init=False, default=None)
 
     def resume(self, records: InjectionRecords) -> None:
         """Take over a trial that a previous operator process ran (after a restart).
 
+        An injection that was under way when that process stopped is rolled back (its
+        playbook died with the process; what undoes it was kept before it ran), so the trial
+        injects it again on a clean application.
+
         Raises:
-            EnvironmentFailure: An injection was under way when that process stopped (the
-                cluster may carry part of it; nothing is injected again).
+            EnvironmentFailure: That injection cannot be rolled back (records without what
+                undoes it, or the undo failed): the cluster may carry part of it.
         """
-        if records.pending is not None and records.pending not in records.records:
-            raise EnvironmentFailure(
-                f"injection {records.pending} on {self._where()} never finished cleanly (the "
-                "operator stopped during it, or it failed and undoing it may have failed too); "
-                "the cluster may carry part of that fault. Check the application against its "
-                "baseline before running more trials there, then delete this Trial"
-            )
+        rolled_back = records.pending is not None and records.pending not in records.records
+        if rolled_back:
+            self._roll_back(records)
         for key in records.order:  # in the order they were made: removal undoes them last first
             if key not in self._order:
                 self._order.append(key)
@@ -375,6 +385,54 @@ class LeasedClusterEnvironment(ClusterEnvironment):
         self.adopt(adopted)
         if self.lease is not None and self.lease.provisioned_at is not None:
             self._provisioned_at = self.lease.provisioned_at
+        if rolled_back:
+            self._save()  # the Trial no longer says an injection is under way
+
+    def _roll_back(self, records: InjectionRecords) -> None:
+        """Undo an injection a previous operator process was making when it stopped.
+
+        Its playbook died with that process, so what the cluster carries is some part of the
+        prepared changes: undoing all of them (an undo of a change that was never made writes
+        the object as it already is) leaves the cluster as it was before the injection, and the
+        trial may inject it again.
+
+        Raises:
+            EnvironmentFailure: Nothing says what undoes it (records of an older operator), or
+                undoing it failed.
+        """
+        key = records.pending
+        if records.prepared is None or self.faults is None:
+            raise EnvironmentFailure(
+                f"injection {key} on {self._where()} never finished cleanly (the operator "
+                "stopped during it, or it failed and undoing it may have failed too), and its "
+                "records do not say what undoes it; the cluster may carry part of that fault. "
+                "Check the application against its baseline before running more trials there, "
+                "then delete this Trial"
+            )
+        self.faults.remove([AppliedChange.from_wire(a) for a in records.prepared])
+        log.info(
+            "rolled back injection %s of %s/%s, cut short by an operator restart",
+            key,
+            *self.trial,
+            extra={"trial": self.trial[1], "injection": key},
+        )
+        self._pending = None
+        self._prepared = None
+        self._event_rolled_back(str(key))
+
+    def _event_rolled_back(self, key: str) -> None:
+        """Note on the Trial that an injection was rolled back (an Event, when it has an API)."""
+        if self.api is None:
+            return
+        namespace, name = self.trial
+        body = self.api.get(TRIALS, namespace, name)
+        if body is not None:
+            self.api.event(
+                body,
+                "InjectionRolledBack",
+                f"injection {key} was cut short by an operator restart; what it had made was "
+                "undone, and the fault is injected again",
+            )
 
     def _where(self) -> str:
         return self.lease.cluster if self.lease is not None else str(self.kubeconfig)
@@ -390,11 +448,13 @@ class LeasedClusterEnvironment(ClusterEnvironment):
             self._annotate({LEASE: self.lease.wire()})
 
     def inject(self, key: str, changes: list[ObjectChange]) -> bool:
-        """Inject once per key, noting it as pending first and recording what it changed."""
+        """Inject once per key, noting it as pending with what undoes it before its playbook
+        runs, and recording what it changed after."""
         self._require()
         if key in self._applied:
             return False
         self._pending = key
+        self._prepared = None
         self._save()
         try:
             done = super().inject(key, changes)
@@ -403,8 +463,14 @@ class LeasedClusterEnvironment(ClusterEnvironment):
             # the cluster counts as possibly dirty until this Trial is deleted.
             raise
         self._pending = None
+        self._prepared = None
         self._save()
         return done
+
+    def _injecting(self, key: str, prepared: list[AppliedChange]) -> None:
+        """Keep what undoes the injection on the Trial before its playbook runs."""
+        self._prepared = [a.wire() for a in prepared]
+        self._save()
 
     def remove(self, key: str) -> bool:
         """Remove an injection and drop its record from the Trial."""
@@ -414,7 +480,7 @@ class LeasedClusterEnvironment(ClusterEnvironment):
             self._save()
 
     def _save(self) -> None:
-        records = InjectionRecords(self.records(), self.injections(), self._pending)
+        records = InjectionRecords(self.records(), self.injections(), self._pending, self._prepared)
         text = records.wire()
         if len(text) > RECORD_LIMIT_BYTES:
             raise EnvironmentFailure(

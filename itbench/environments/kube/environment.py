@@ -635,10 +635,16 @@ class ClusterEnvironment:
         if key in self._applied:
             return False
         assert self.faults is not None
-        self._applied[key] = self.faults.inject(changes)
+        prepared = self.faults.prepare(changes)
+        self._injecting(key, prepared)
+        self._applied[key] = self.faults.apply(prepared)
         if key not in self._order:
             self._order.append(key)
         return True
+
+    def _injecting(self, key: str, prepared: list[AppliedChange]) -> None:
+        """Called with everything that undoes an injection before its playbook runs (a
+        subclass keeps it where a restarted operator finds it)."""
 
     def remove(self, key: str) -> bool:
         """Undo the changes injected under key (restore what they touched)."""

@@ -18,6 +18,7 @@ order (an Ansible process and each module's start-up cost seconds of CPU; the st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -330,10 +331,22 @@ class ClusterFaults:
     def inject(self, changes: Sequence[ObjectChange]) -> list[AppliedChange]:
         """Make a fault's changes in one playbook run, keeping what undoes them.
 
-        Every object a change needs is read first; nothing is run unless all of them exist.
+        The same as `apply(prepare(changes))`.
 
         Raises:
             EnvironmentFailure: A change failed; whatever the run made has been undone.
+        """
+        return self.apply(self.prepare(changes))
+
+    def prepare(self, changes: Sequence[ObjectChange]) -> list[AppliedChange]:
+        """Read every object the changes touch, before anything is changed.
+
+        What this returns is all that removal needs: a caller that keeps it before `apply` can
+        undo a run that was cut short (its process killed), whatever part of it was made.
+
+        Raises:
+            EnvironmentFailure: An object a change needs does not exist, or the cluster cannot
+                be read; nothing has been changed.
         """
         attempted: list[AppliedChange] = []
         for change in changes:
@@ -361,10 +374,21 @@ class ClusterFaults:
                     previous_variant=previous if change.op == "set-flag" else None,
                 )
             )
+        return attempted
+
+    def apply(self, prepared: Sequence[AppliedChange]) -> list[AppliedChange]:
+        """Make the prepared changes in one playbook run.
+
+        Raises:
+            EnvironmentFailure: A change failed; whatever the run made has been undone.
+        """
+        attempted = list(prepared)
         if not attempted:
             return attempted
         try:
-            playbook, extravars = one_run(inject_plan(changes, self.flagd_key))
+            playbook, extravars = one_run(
+                inject_plan([a.change for a in attempted], self.flagd_key)
+            )
         except KeyError as exc:
             raise EnvironmentFailure(f"injecting: no playbook makes {exc}") from None
         try:
@@ -440,16 +464,22 @@ class AnsiblePlaybookRunner:
         collections_path: Where the kubernetes.core collection is installed (None: Ansible's
             default search path).
         timeout_seconds: Longest a playbook may run.
+        project_dir: Where the playbooks are (the fault library's by default).
     """
 
     kubeconfig: str | None = None
     collections_path: str | None = None
     timeout_seconds: int = 300
+    project_dir: Path = PLAYBOOK_DIR
 
     def run(self, playbook: str, extravars: Mapping[str, Any]) -> None:
-        """Run a playbook; raise PlaybookError naming the failed task and its message."""
-        import ansible_runner
+        """Run a playbook; raise PlaybookError naming the failed task and its message.
 
+        The playbook runs in a child process (`itbench.environments.kube.playbook_process`)
+        that dies, with every process the playbook started, when this process dies: a run
+        never goes on changing the cluster after the operator that asked for it was killed,
+        so a restarted operator can undo what it made without racing it.
+        """
         variables = dict(extravars)
         if self.kubeconfig is not None:
             variables["kubeconfig"] = self.kubeconfig
@@ -465,22 +495,70 @@ class AnsiblePlaybookRunner:
         if self.collections_path is not None:
             envvars["ANSIBLE_COLLECTIONS_PATH"] = self.collections_path
         private = Path(tempfile.mkdtemp(prefix="itbench-playbook-"))
+        request = {
+            "parent": os.getpid(),
+            "private_data_dir": str(private),
+            "project_dir": str(self.project_dir),
+            "playbook": playbook,
+            "extravars": variables,
+            "envvars": envvars,
+        }
         try:
-            result = ansible_runner.run(
-                private_data_dir=str(private),
-                project_dir=str(PLAYBOOK_DIR),
-                playbook=playbook,
-                extravars=variables,
-                envvars=envvars,
-                quiet=True,
-                # Only failures are read back (`_failure`); the other events stay small.
-                only_failed_event_data=True,
-                timeout=self.timeout_seconds,
-            )
-            if result.status != "successful":
-                raise PlaybookError(f"{playbook}: {_failure(result)}")
+            answer = _run_guarded(request, self.timeout_seconds)
         finally:
             shutil.rmtree(private, ignore_errors=True)
+        if answer.get("status") != "successful":
+            raise PlaybookError(f"{playbook}: {answer.get('failure') or answer.get('status')}")
+
+
+def _stop(child: Any) -> None:
+    """End a playbook process with every process it started (its STOP handler kills them,
+    wherever they are; its process group is killed after, in case it could not)."""
+    import signal
+    import subprocess
+
+    from itbench.environments.kube.playbook_process import STOP
+
+    with contextlib.suppress(ProcessLookupError):
+        child.send_signal(STOP)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.communicate(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def _run_guarded(request: Mapping[str, Any], timeout_seconds: int) -> Json:
+    import subprocess
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "itbench.environments.kube.playbook_process"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: the playbook's processes join it
+        text=True,
+    )
+    try:
+        out, err = child.communicate(json.dumps(request), timeout=timeout_seconds)
+    except subprocess.TimeoutExpired:
+        _stop(child)
+        raise PlaybookError(
+            f"{request['playbook']}: did not finish within {timeout_seconds} s"
+        ) from None
+    except BaseException:
+        # Interrupted here (a cancelled handler): the run must not outlive the request.
+        _stop(child)
+        raise
+    try:
+        answer: Json = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = " / ".join(line for line in err.strip().splitlines()[-3:])
+        raise PlaybookError(
+            f"{request['playbook']}: the playbook process exited with {child.returncode}"
+            + (f": {tail}" if tail else "")
+        ) from None
+    return answer
 
 
 def ansible_playbook() -> str:
@@ -498,7 +576,7 @@ def ansible_playbook() -> str:
     return found
 
 
-def _failure(result: Any) -> str:
+def failure_of(result: Any) -> str:
     """What the failed task that stopped the run said (or the run's status).
 
     The last failure is the one that stopped the run (a steps run notes its steps' failures and

@@ -5,9 +5,11 @@ baseline, and the Chaos Mesh CRDs of the pinned chart."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import yaml
 
 from itbench.environments.kube.faults import restorable
@@ -94,3 +96,45 @@ def load_shop(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     )
     plane.kubectl("rollout", "status", "deployment", "-n", namespace, "--timeout=120s", timeout=180)
     return objects
+
+
+class ChaosStandIn:
+    """Reports every Chaos Mesh experiment of a namespace AllInjected, as Chaos Mesh would."""
+
+    def __init__(self, client: kubernetes.client.ApiClient, namespace: str) -> None:
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.namespace = namespace
+        self.plurals = [c["spec"]["names"]["plural"] for c in chaos_crds()]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> ChaosStandIn:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.3):
+            for plural in self.plurals:
+                listed = self.custom.list_namespaced_custom_object(
+                    "chaos-mesh.org", "v1alpha1", self.namespace, plural
+                )
+                for obj in listed["items"]:
+                    if (obj.get("status") or {}).get("conditions"):
+                        continue
+                    self.custom.patch_namespaced_custom_object_status(
+                        "chaos-mesh.org",
+                        "v1alpha1",
+                        self.namespace,
+                        plural,
+                        obj["metadata"]["name"],
+                        {
+                            "status": {
+                                "conditions": [{"type": "AllInjected", "status": "True"}],
+                                "experiment": {"desiredPhase": "Run"},
+                            }
+                        },
+                    )

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
-from kube_shop import chaos_crds, load_shop
+from kube_shop import ChaosStandIn, chaos_crds, load_shop
 
 import itbench.core.fault_library  # noqa: F401 (registers the faults)
 from itbench.catalog_files import load_catalog
@@ -74,48 +73,6 @@ def shop_cluster(control_plane: ControlPlane) -> ControlPlane:
             control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(node))
     control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     return control_plane
-
-
-class ChaosStandIn:
-    """Reports every Chaos Mesh experiment of a namespace AllInjected, as Chaos Mesh would."""
-
-    def __init__(self, client: kubernetes.client.ApiClient, namespace: str) -> None:
-        self.custom = kubernetes.client.CustomObjectsApi(client)
-        self.namespace = namespace
-        self.plurals = [c["spec"]["names"]["plural"] for c in chaos_crds()]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> ChaosStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.3):
-            for plural in self.plurals:
-                listed = self.custom.list_namespaced_custom_object(
-                    "chaos-mesh.org", "v1alpha1", self.namespace, plural
-                )
-                for obj in listed["items"]:
-                    if (obj.get("status") or {}).get("conditions"):
-                        continue
-                    self.custom.patch_namespaced_custom_object_status(
-                        "chaos-mesh.org",
-                        "v1alpha1",
-                        self.namespace,
-                        plural,
-                        obj["metadata"]["name"],
-                        {
-                            "status": {
-                                "conditions": [{"type": "AllInjected", "status": "True"}],
-                                "experiment": {"desiredPhase": "Run"},
-                            }
-                        },
-                    )
 
 
 def _read(plane: ControlPlane, change: ObjectChange, namespace: str) -> dict[str, Any] | None:

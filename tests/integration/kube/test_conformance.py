@@ -1,0 +1,411 @@
+"""The served twin held to kube-apiserver: every operation the platform, its docs and the agents
+use (kubectl, Helm, the official Python client, Kopf's reading of /version) runs against the real
+control plane and against `itbench twin serve`, and both must answer alike.
+
+Each test is parametrized over the two targets and asserts what kube-apiserver does; a test that
+shows a difference the twin keeps is marked `expected_difference` and asserts the twin's actual
+behaviour there (docs/stack.md, "The served twin and kube-apiserver", lists them). The twin
+serves its shop in the namespace NS, which the tests use on both targets, so that workloads
+created there run on the twin as KWOK runs them on the control plane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kopf
+import kubernetes
+import pytest
+import yaml
+from kopf._cogs.clients import auth, scanning
+from kopf._cogs.structs import credentials
+from kopf._core.intents import piggybacking
+
+from itbench.environments.served.server import ServedCluster
+from itbench.environments.sim.environment import SimEnvironment
+from itbench.operator.clusters import probe
+from tests.kube_controlplane import ControlPlane, cached_binaries
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "tests" / "fixtures" / "charts" / "conformance"
+NS = "conformance"
+IMAGE = "ghcr.io/open-telemetry/demo:2.2.0-cart"
+"""An image the twin's kubelet knows (KWOK pulls nothing, so any image runs there)."""
+TWIN, REAL = "served-twin", "kube-apiserver"
+
+
+@dataclass
+class Target:
+    """One API server under test, reached with the real kubectl and Helm."""
+
+    name: str
+    kubeconfig: Path
+    env: dict[str, str]
+    helm_binary: Path
+
+    @property
+    def twin(self) -> bool:
+        return self.name == TWIN
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 90
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{self.name}: kubectl {' '.join(args)}: {done.stderr}")
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(self.helm_binary), "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=240,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{self.name}: helm {' '.join(args)}: {done.stderr}")
+        return done
+
+    def client(self) -> kubernetes.client.ApiClient:
+        return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+
+
+@pytest.fixture(scope="module")
+def twin_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    cluster = ServedCluster(SimEnvironment(seed=11, namespace=NS), speed=10.0).start()
+    workdir = tmp_path_factory.mktemp("twin")
+    kubeconfig = workdir / "kubeconfig"
+    cluster.kubeconfig(kubeconfig)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "HELM_CACHE_HOME": str(workdir / "helm" / "cache"),
+        "HELM_CONFIG_HOME": str(workdir / "helm" / "config"),
+        "HELM_DATA_HOME": str(workdir / "helm" / "data"),
+    }
+    try:
+        yield Target(TWIN, kubeconfig, env, cached_binaries() / "helm")
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def real_target(control_plane: ControlPlane) -> Target:
+    target = Target(REAL, control_plane.kubeconfig, control_plane.env(), control_plane.bin / "helm")
+    if target.kubectl("get", "namespace", NS, check=False).returncode != 0:
+        target.kubectl("create", "namespace", NS, check=False)
+    return target
+
+
+@pytest.fixture(scope="module", params=[REAL, TWIN])
+def target(request: pytest.FixtureRequest) -> Target:
+    name = "real_target" if request.param == REAL else "twin_target"
+    found: Target = request.getfixturevalue(name)
+    return found
+
+
+def _object(name: str, kind: str = "ConfigMap", **fields: Any) -> str:
+    body = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": NS}}
+    body.update(fields)
+    return yaml.safe_dump(body)
+
+
+def _deployment(name: str, replicas: int = 1) -> str:
+    labels = {"app.kubernetes.io/name": name}
+    return yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "web", "image": IMAGE}]},
+                },
+            },
+        }
+    )
+
+
+# ---- /version ----------------------------------------------------------------------------------
+
+
+def test_version_carries_every_field_kube_apiserver_reports(
+    real_target: Target, twin_target: Target
+) -> None:
+    real = real_target.json("version")["serverVersion"]
+    twin = twin_target.json("version")["serverVersion"]
+    assert set(twin) == set(real)
+    assert all(twin[key] for key in real), twin
+    assert (twin["major"], twin["minor"]) == (real["major"], real["minor"])
+    assert twin["gitVersion"].split("+")[0] == real["gitVersion"].split("+")[0]
+
+
+def test_the_official_client_and_the_operators_cluster_probe_accept_version(
+    target: Target,
+) -> None:
+    api = target.client()
+    try:
+        info = kubernetes.client.VersionApi(api).get_code()
+    finally:
+        api.close()
+    assert info.build_date and info.go_version and info.platform == "linux/amd64"
+    config = yaml.safe_load(target.kubeconfig.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    assert probe(server, target.kubeconfig.read_text()) is None
+
+
+def test_kopf_reads_version_through_its_own_client(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(target.kubeconfig))
+    settings = kopf.OperatorSettings()
+
+    async def read() -> dict[str, str]:
+        info = piggybacking.login_with_kubeconfig(settings=settings)
+        assert info is not None
+        vault = credentials.Vault()
+        await vault.populate({"kubeconfig": info})
+        auth.vault_var.set(vault)
+        logger = logging.getLogger("kopf.conformance")
+        return await scanning.read_version(settings=settings, logger=logger)
+
+    version = asyncio.run(read())
+    assert version["buildDate"] and version["gitVersion"].startswith("v1.")
+    assert kubernetes.client.VersionInfo(**{_snake(k): v for k, v in version.items()}).build_date
+
+
+def _snake(key: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+
+
+# ---- kubectl create (protobuf bodies) ------------------------------------------------------------
+
+
+def test_create_secret_generic_from_file_as_the_install_doc_does(
+    target: Target, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "lab.yaml"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    done = target.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "lab-cluster",
+        "-n",
+        NS,
+        f"--from-file=kubeconfig={kubeconfig}",
+    )
+    assert done.stdout.strip() == "secret/lab-cluster created"
+    secret = target.json("get", "secret", "lab-cluster", "-n", NS)
+    assert secret["type"] == "Opaque"
+    assert base64.b64decode(secret["data"]["kubeconfig"]) == kubeconfig.read_bytes()
+    assert "generation" not in secret["metadata"]
+    again = target.kubectl(
+        "create", "secret", "generic", "lab-cluster", "-n", NS, "--from-literal=a=b", check=False
+    )
+    assert again.returncode == 1
+    assert 'secrets "lab-cluster" already exists' in again.stderr
+
+
+def test_create_configmap_namespace_and_serviceaccount(target: Target) -> None:
+    target.kubectl("create", "configmap", "greeting", "-n", NS, "--from-literal=text=hello")
+    cm = target.json("get", "configmap", "greeting", "-n", NS)
+    assert cm["data"] == {"text": "hello"} and "generation" not in cm["metadata"]
+    target.kubectl("create", "namespace", "conformance-extra")
+    ns = target.json("get", "namespace", "conformance-extra")
+    assert ns["metadata"]["labels"]["kubernetes.io/metadata.name"] == "conformance-extra"
+    assert ns["status"]["phase"] == "Active" and ns["spec"]["finalizers"] == ["kubernetes"]
+    target.kubectl("create", "serviceaccount", "reader", "-n", NS)
+    token = target.kubectl("create", "token", "reader", "-n", NS, "--duration=10m").stdout.strip()
+    assert token.count(".") == 2 or len(token) > 20
+
+
+def test_auth_can_i_answers_for_the_caller_and_for_an_impersonated_account(
+    target: Target,
+) -> None:
+    assert (
+        target.kubectl("auth", "can-i", "create", "deployments", "-n", NS).stdout.strip() == "yes"
+    )
+    target.kubectl("create", "serviceaccount", "auditor", "-n", NS)
+    who = f"--as=system:serviceaccount:{NS}:auditor"
+    denied = target.kubectl("auth", "can-i", "list", "pods", "-n", NS, who, check=False)
+    assert (denied.returncode, denied.stdout.strip()) == (1, "no")
+    target.kubectl("create", "role", "pod-reader", "-n", NS, "--verb=get,list", "--resource=pods")
+    target.kubectl(
+        "create",
+        "rolebinding",
+        "auditor-reads",
+        "-n",
+        NS,
+        "--role=pod-reader",
+        f"--serviceaccount={NS}:auditor",
+    )
+    allowed = target.kubectl("auth", "can-i", "list", "pods", "-n", NS, who)
+    assert allowed.stdout.strip() == "yes"
+    other = target.kubectl("auth", "can-i", "delete", "pods", "-n", NS, who, check=False)
+    assert other.stdout.strip() == "no"
+    refused = target.kubectl("get", "secrets", "-n", NS, who, check=False)
+    assert refused.returncode == 1
+    assert (
+        f'User "system:serviceaccount:{NS}:auditor" cannot list resource "secrets"'
+        in refused.stderr
+    )
+
+
+# ---- get, describe, apply, patch, scale, rollout, events -----------------------------------------
+
+
+def test_get_of_a_missing_object_fails_alike(target: Target) -> None:
+    done = target.kubectl("get", "configmap", "no-such", "-n", NS, check=False)
+    assert done.returncode == 1
+    assert done.stderr.strip() == 'Error from server (NotFound): configmaps "no-such" not found'
+
+
+def test_apply_then_patch_three_ways_and_describe(target: Target) -> None:
+    assert (
+        "created"
+        in target.kubectl("apply", "-f", "-", stdin=_object("knobs", data={"a": "1"})).stdout
+    )
+    target.kubectl(
+        "patch", "configmap", "knobs", "-n", NS, "--type=merge", "-p", '{"data":{"b":"2"}}'
+    )
+    target.kubectl(
+        "patch", "configmap", "knobs", "-n", NS, "--type=json",
+        "-p", '[{"op":"replace","path":"/data/a","value":"3"}]',
+    )  # fmt: skip
+    target.kubectl("patch", "configmap", "knobs", "-n", NS, "-p", '{"data":{"c":"4"}}')
+    cm = target.json("get", "configmap", "knobs", "-n", NS)
+    assert cm["data"] == {"a": "3", "b": "2", "c": "4"}
+    described = target.kubectl("describe", "configmap", "knobs", "-n", NS).stdout
+    assert described.splitlines()[0].split() == ["Name:", "knobs"]
+    assert "Namespace:    conformance" in described
+
+
+def test_server_side_apply_creates_then_updates(target: Target) -> None:
+    first = target.kubectl(
+        "apply", "--server-side", "-f", "-", stdin=_object("applied", data={"mode": "a"})
+    )
+    assert first.stdout.strip() == "configmap/applied serverside-applied"
+    target.kubectl(
+        "apply", "--server-side", "-f", "-", stdin=_object("applied", data={"mode": "b"})
+    )
+    assert target.json("get", "configmap", "applied", "-n", NS)["data"] == {"mode": "b"}
+
+
+def test_scale_rollout_and_events_of_a_deployment(target: Target) -> None:
+    target.kubectl("apply", "-f", "-", stdin=_deployment("web"))
+    target.kubectl("rollout", "status", "deployment/web", "-n", NS, "--timeout=90s", timeout=120)
+    assert "scaled" in target.kubectl("scale", "deployment/web", "-n", NS, "--replicas=2").stdout
+    target.kubectl("rollout", "status", "deployment/web", "-n", NS, "--timeout=90s", timeout=120)
+    assert target.json("get", "deployment", "web", "-n", NS)["status"]["readyReplicas"] == 2
+    assert "restarted" in target.kubectl("rollout", "restart", "deployment/web", "-n", NS).stdout
+    target.kubectl("rollout", "status", "deployment/web", "-n", NS, "--timeout=90s", timeout=120)
+    history = target.kubectl("rollout", "history", "deployment/web", "-n", NS).stdout
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"]
+    assert "rolled back" in target.kubectl("rollout", "undo", "deployment/web", "-n", NS).stdout
+    events = target.json("get", "events", "-n", NS, "--field-selector", "involvedObject.name=web")[
+        "items"
+    ]
+    assert any(e["reason"] == "ScalingReplicaSet" for e in events)
+    listed = target.kubectl("events", "-n", NS, "--for", "deployment/web").stdout
+    assert "ScalingReplicaSet" in listed
+
+
+# ---- the official client's watch -----------------------------------------------------------------
+
+
+def test_the_official_clients_watch_sees_added_modified_deleted(target: Target) -> None:
+    api = target.client()
+    core = kubernetes.client.CoreV1Api(api)
+    seen: list[tuple[str, str]] = []
+    listed = core.list_namespaced_config_map(NS, label_selector="watched=yes")
+    started = threading.Event()
+
+    def follow() -> None:
+        watch = kubernetes.watch.Watch()
+        started.set()
+        for event in watch.stream(
+            core.list_namespaced_config_map,
+            NS,
+            label_selector="watched=yes",
+            resource_version=listed.metadata.resource_version,
+            timeout_seconds=20,
+        ):
+            seen.append((event["type"], event["object"].data.get("v", "")))
+            if event["type"] == "DELETED":
+                watch.stop()
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    started.wait(5)
+    body = {"metadata": {"name": "watched", "labels": {"watched": "yes"}}, "data": {"v": "1"}}
+    core.create_namespaced_config_map(NS, body)
+    core.patch_namespaced_config_map("watched", NS, {"data": {"v": "2"}})
+    core.delete_namespaced_config_map("watched", NS)
+    thread.join(30)
+    api.close()
+    assert seen == [("ADDED", "1"), ("MODIFIED", "2"), ("DELETED", "2")]
+
+
+# ---- Helm ----------------------------------------------------------------------------------------
+
+
+def test_helm_installs_upgrades_and_uninstalls_a_chart(target: Target) -> None:
+    target.helm(
+        "install",
+        "demo",
+        str(CHART),
+        "-n",
+        NS,
+        "--set",
+        f"image={IMAGE}",
+        "--wait",
+        "--timeout",
+        "120s",
+    )
+    releases = target.json("get", "secrets", "-n", NS, "-l", "owner=helm,name=demo")["items"]
+    assert [r["type"] for r in releases] == ["helm.sh/release.v1"]
+    assert releases[0]["metadata"]["labels"]["status"] == "deployed"
+    assert target.json("get", "configmap", "demo-settings", "-n", NS)["data"] == {
+        "greeting": "hello"
+    }
+    target.helm(
+        "upgrade", "demo", str(CHART), "-n", NS, "--set", f"image={IMAGE}",
+        "--set", "greeting=bye", "--set", "replicas=2", "--wait", "--timeout", "120s",
+    )  # fmt: skip
+    assert target.json("get", "configmap", "demo-settings", "-n", NS)["data"] == {"greeting": "bye"}
+    target.kubectl("rollout", "status", "deployment/demo-web", "-n", NS, "--timeout=90s")
+    assert target.json("get", "deployment", "demo-web", "-n", NS)["status"]["readyReplicas"] == 2
+    history = json.loads(target.helm("history", "demo", "-n", NS, "-o", "json").stdout)
+    assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"), (2, "deployed")]
+    target.helm("uninstall", "demo", "-n", NS, "--wait")
+    assert (
+        target.kubectl("get", "configmap", "demo-settings", "-n", NS, check=False).returncode == 1
+    )
+    assert target.json("get", "secrets", "-n", NS, "-l", "owner=helm,name=demo")["items"] == []
