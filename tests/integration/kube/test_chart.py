@@ -4,7 +4,9 @@ removes everything it made; cluster-wide and namespaced modes grant what the doc
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +135,30 @@ def test_namespaced_mode_grants_runs_only_in_the_watched_namespaces(
             assert answer.stdout.strip() == allowed, (where, answer.stdout)
     finally:
         control_plane.helm("uninstall", release, "-n", ns, "--wait", "--timeout", "2m")
+
+
+def test_the_docs_command_registers_a_cluster_as_a_secret(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    install = (ROOT / "docs" / "install.md").read_text()
+    command = next(
+        line for line in install.splitlines() if "create secret generic lab-east" in line
+    )
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    kubeconfig = control_plane.kubeconfig.read_text()
+    (home / ".kube" / "lab-east.yaml").write_text(kubeconfig)
+    _ensure_namespaces(control_plane, "team-a")
+    env = {**control_plane.env(), "HOME": str(home)}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", command],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "secret/lab-east created" in done.stdout
+    secret = _json(control_plane, "get", "secret", "lab-east", "-n", "team-a")
+    assert base64.b64decode(secret["data"]["kubeconfig"]).decode() == kubeconfig
