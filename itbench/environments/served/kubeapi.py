@@ -6,7 +6,8 @@ subresources status, scale, log, token (TokenRequest) and a Service's proxy; bea
 authentication and RBAC; schema validation of built-in kinds. The `Date` of every answer is the
 server's clock (a served twin's clock runs at its own speed).
 
-Where it differs from kube-apiserver: JSON only (no protobuf bodies), no server-side apply, no
+Request bodies are JSON, YAML (server-side apply, without field ownership) or protobuf (the kinds
+client-go's typed clients write, `protobuf`). Where it differs from kube-apiserver: no
 admission webhooks, no pagination (`limit` is ignored and every item returned), background
 deletion only, and unknown fields are refused only under `fieldValidation=Strict`.
 """
@@ -21,8 +22,10 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
 
+import yaml
 from aiohttp import web
 
+from itbench.environments.served import logs, protobuf
 from itbench.environments.served.access import (
     Attributes,
     Authenticator,
@@ -30,15 +33,16 @@ from itbench.environments.served.access import (
     User,
     access_review,
     forbidden_message,
+    impersonated,
 )
-from itbench.environments.served.patches import PatchError, apply_patch
+from itbench.environments.served.patches import APPLY_PATCH, PatchError, apply_patch
 from itbench.environments.served.resources import ResourceType, discovery
 from itbench.environments.served.selectors import (
     SelectorError,
     field_selector_matches,
     label_selector_matches,
 )
-from itbench.environments.served.store import ApiError, ObjectStore, qualified
+from itbench.environments.served.store import ApiError, ObjectStore, not_found, qualified
 from itbench.environments.served.tables import table
 from itbench.environments.served.validation import invalid_custom_fields, invalid_fields
 from itbench.environments.sim.cluster import rfc3339
@@ -48,8 +52,10 @@ Json = dict[str, Any]
 
 BOOKMARK_SECONDS = 5.0
 MAX_BODY_BYTES = 16 * 1024 * 1024
-PodLog = Callable[[str, str, str | None, int | None], str | None]
-"""(namespace, pod, container, tail lines) -> the log text, or None when the pod has none."""
+PodLog = Callable[[str, str], "list[logs.Entry] | None"]
+"""(namespace, pod) -> the pod's log entries, oldest first, or None when it has none here."""
+FOLLOW_SECONDS = 0.5
+"""How often a followed log (`kubectl logs -f`) looks for new lines."""
 ServiceProxy = Callable[[web.Request, str, str, str, str], Awaitable[web.StreamResponse | None]]
 """(request, namespace, service, port, path) -> the proxied answer, or None: nothing there."""
 
@@ -151,6 +157,15 @@ class KubeApi:
         user = self.authenticator.authenticate(request.headers.get("Authorization"))
         if user is None:
             raise ApiError(401, "Unauthorized", "Unauthorized")
+        acting, refusal = impersonated(
+            self.authorizer,
+            user,
+            request.headers.get("Impersonate-User"),
+            request.headers.getall("Impersonate-Group", []),
+        )
+        if acting is None:
+            raise ApiError(403, "Forbidden", refusal)
+        user = acting
         if request.method == "GET":
             found = discovery(parts, self.store.types.all(), self.version)
             if found is not None:
@@ -169,7 +184,7 @@ class KubeApi:
             return await self._review(request, user, target)
         sub = target.subresource
         if sub == "log":
-            return self._log(request, target)
+            return await self._log(request, target)
         if sub == "token":
             return await self._token(request, target)
         if sub == "proxy":
@@ -243,13 +258,16 @@ class KubeApi:
         raw = await request.read()
         if not raw:
             return None
-        if request.content_type == "application/vnd.kubernetes.protobuf":
-            raise ApiError(
-                415,
-                "UnsupportedMediaType",
-                "this server takes JSON bodies only (not protobuf); kubectl create and scale send "
-                "protobuf: use kubectl apply or patch",
-            )
+        if request.content_type == protobuf.CONTENT_TYPE:
+            try:
+                return protobuf.decode(raw)
+            except (protobuf.ProtobufError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
+        if request.content_type == APPLY_PATCH:
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError as exc:
+                raise ApiError(400, "BadRequest", f"invalid apply configuration: {exc}") from exc
         return json.loads(raw)
 
     async def _object(self, request: web.Request, target: Target) -> web.StreamResponse:
@@ -291,7 +309,19 @@ class KubeApi:
         if target.name is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
         body = await self._body(request)
+        apply = method == "PATCH" and request.content_type == APPLY_PATCH
+        if apply and not request.query.get("fieldManager"):
+            raise ApiError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                "required for apply patch",
+            )
         with self.store.lock:
+            if apply and target.subresource is None:
+                created = self._apply_create(target, body, strict, dry)
+                if created is not None:
+                    return created
             current = self.store.require(rtype, target.namespace, target.name)
             if method == "PUT":
                 if not isinstance(body, dict):
@@ -318,6 +348,31 @@ class KubeApi:
                 rtype, current, new, subresource=target.subresource, commit=not dry
             )
             return _json(clone(obj))
+
+    def _apply_create(
+        self, target: Target, body: Any, strict: bool, dry: bool
+    ) -> web.Response | None:
+        """Create the object a server-side apply names when it does not exist yet (None: it
+        does, and the apply patches it)."""
+        rtype = target.rtype
+        assert target.name is not None
+        if self.store.find(rtype, target.namespace, target.name) is not None:
+            return None
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the apply configuration must be an object")
+        self._check_kind(rtype, body)
+        named = (body.get("metadata") or {}).get("name")
+        if named != target.name:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the name of the object ({named}) does not match the name on the URL "
+                f"({target.name})",
+            )
+        self._require_namespace(target)
+        self._validate(rtype, body, strict)
+        obj = self.store.create(rtype, target.namespace, body, commit=not dry)
+        return _json(clone(obj), 201)
 
     @staticmethod
     def _check_kind(rtype: ResourceType, body: Json) -> None:
@@ -508,20 +563,61 @@ class KubeApi:
         }
 
     # ---- subresources -------------------------------------------------------------------------
-    def _log(self, request: web.Request, target: Target) -> web.Response:
+    async def _log(self, request: web.Request, target: Target) -> web.StreamResponse:
         assert target.name is not None and target.namespace is not None
-        with self.store.lock:
-            self.store.require(target.rtype, target.namespace, target.name)
-            tail_text = request.query.get("tailLines")
-            tail = int(tail_text) if tail_text and tail_text.isdigit() else None
-            text = (
-                self.hooks.pod_log(
-                    target.namespace, target.name, request.query.get("container"), tail
-                )
-                if self.hooks.pod_log is not None
-                else None
-            )
-        return web.Response(text=text or "", content_type="text/plain")
+        opts = logs.options(request.query)
+        namespace, name = target.namespace, target.name
+
+        def read() -> tuple[Json, list[logs.Entry]] | None:
+            with self.store.lock:
+                pod = self.store.find(target.rtype, namespace, name)
+                if pod is None:
+                    return None
+                hook = self.hooks.pod_log
+                return clone(pod), (hook(namespace, name) if hook is not None else None) or []
+
+        found = read()
+        if found is None:
+            raise not_found(target.rtype, name)
+        pod, entries = found
+        chosen = logs.select(pod, entries, opts, self.store.clock())
+        body = logs.render(chosen, opts)
+        if opts.limit_bytes is not None:
+            body = body[: opts.limit_bytes]
+        if not opts.follow or opts.previous:
+            return web.Response(body=body, content_type="text/plain")
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/plain", "Cache-Control": "no-cache"}
+        )
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        sent = len(body)
+        last = chosen[-1] if chosen else (self.store.clock(), "")
+        seen = sum(1 for e in entries if e[0] == last[0]) if chosen else 0
+        try:
+            await response.write(body)
+            while opts.limit_bytes is None or sent < opts.limit_bytes:
+                await asyncio.sleep(FOLLOW_SECONDS)
+                found = read()
+                if found is None:
+                    break
+                _, entries = found
+                fresh = [e for e in entries if e[0] > last[0]]
+                same = [e for e in entries if e[0] == last[0]]
+                fresh = same[seen:] + fresh
+                if not fresh:
+                    continue
+                last = fresh[-1]
+                seen = sum(1 for e in entries if e[0] == last[0])
+                chunk = logs.render(fresh, opts)
+                if opts.limit_bytes is not None:
+                    chunk = chunk[: opts.limit_bytes - sent]
+                sent += len(chunk)
+                await response.write(chunk)
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response
 
     async def _token(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None and target.namespace is not None

@@ -1,6 +1,8 @@
 """The three patch types of the Kubernetes API: JSON patch (RFC 6902), JSON merge patch (RFC 7386)
 and strategic merge patch (built-in kinds only; Service ports merge by `port`, containers by
-`name`: the twin's merge keys, `itbench.environments.sim.objects.MERGE_KEYS`)."""
+`name`: the twin's merge keys, `itbench.environments.sim.objects.MERGE_KEYS`), and server-side
+apply as a merge of the applied configuration (no field ownership: no conflicts, and fields a
+manager stops applying are not removed)."""
 
 from __future__ import annotations
 
@@ -155,9 +157,14 @@ def apply_patch(current: Json, body: Any, content_type: str, *, builtin: bool) -
         except MergePatchError as exc:
             raise PatchError(str(exc)) from None
     elif content_type == APPLY_PATCH:
-        raise PatchError(
-            "server-side apply is not supported by this server; use kubectl apply", 415
-        )
+        # Server-side apply without field ownership: the applied configuration is merged onto
+        # the object (strategically for built-in kinds); fields it no longer names stay.
+        try:
+            patched = merge_patch(
+                current, body, strategic=builtin, kind=str(current.get("kind", ""))
+            )
+        except MergePatchError as exc:
+            raise PatchError(str(exc)) from None
     else:
         raise PatchError(
             f"the body of the request was in an unknown format {content_type!r} - accepted "

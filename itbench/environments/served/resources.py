@@ -172,6 +172,35 @@ PLATFORM_TYPES = (
         subresources=("status",),
     ),
     ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        False,
+        subresources=("status",),
+    ),
+    ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
+    ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        False,
+    ),
+    ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        False,
+    ),
+    ResourceType(
         "authorization.k8s.io",
         "v1",
         "selfsubjectaccessreviews",
@@ -180,7 +209,8 @@ PLATFORM_TYPES = (
         create_only=True,
     ),
 )
-"""Kinds the twin does not model, stored as they are written (RBAC, Leases, CRDs, reviews)."""
+"""Kinds the twin does not model, stored as they are written (RBAC, Leases, CRDs, admission
+policies and webhook configurations, which are kept but not enforced, and reviews)."""
 
 
 def builtin_types() -> list[ResourceType]:

@@ -49,6 +49,17 @@ Json = dict[str, Any]
 
 EXTENSION = "itbench.io/twin"
 """Name of the kubeconfig cluster extension that describes a served twin."""
+RELEASE_BUILD = {
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2025-04-22T15:56:13Z",
+    "goVersion": "go1.23.8",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+"""The rest of `/version`, as kube-apiserver reports it (the pinned release's tag date and Go
+toolchain; no commit of ours): the official client, and so a Kopf operator probing clusters
+through it, refuses a `/version` without any of these fields."""
 PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -179,7 +190,7 @@ class ServedCluster:
                 "major": major,
                 "minor": minor,
                 "gitVersion": f"{version}+itbench-twin",
-                "platform": "linux/amd64",
+                **RELEASE_BUILD,
             },
             hooks=Hooks(pod_log=self._pod_log, service_proxy=self._proxy),
         )
@@ -391,16 +402,10 @@ class ServedCluster:
         return config
 
     # ---- hooks ----------------------------------------------------------------------------------
-    def _pod_log(
-        self, namespace: str, pod: str, container: str | None, tail: int | None
-    ) -> str | None:
-        if namespace != self.env.namespace:
+    def _pod_log(self, namespace: str, pod: str) -> list[tuple[float, str]] | None:
+        if namespace != self.env.namespace or not self.env.telemetry.logs:
             return None
-        try:
-            lines = self.env.pod_logs(pod, tail if tail is not None else 10_000)
-        except ValueError:
-            return None
-        return "".join(f"{line}\n" for line in lines)
+        return [(entry.t, entry.line) for entry in self.env.log_book.entries(pod)]
 
     def _upstream(self, namespace: str, service: str) -> str | None:
         refs = {

@@ -79,6 +79,32 @@ def fold_string_data(rtype: ResourceType, obj: Json) -> None:
     obj["data"] = merged
 
 
+UNGENERATED = frozenset(
+    {
+        ("", "secrets"),
+        ("", "configmaps"),
+        ("", "serviceaccounts"),
+        ("", "namespaces"),
+        ("", "events"),
+        ("", "endpoints"),
+        ("coordination.k8s.io", "leases"),
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("rbac.authorization.k8s.io", "clusterroles"),
+        ("rbac.authorization.k8s.io", "clusterrolebindings"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+    }
+)
+"""Built-in resources whose objects kube-apiserver gives no `metadata.generation` (their
+strategies never set one); every other kind, custom resources included, starts at 1."""
+
+
+def keeps_generation(rtype: ResourceType) -> bool:
+    """Whether objects of a resource carry `metadata.generation`."""
+    return (rtype.group, rtype.plural) not in UNGENERATED
+
+
 def not_found(rtype: ResourceType, name: str) -> ApiError:
     """404 for a missing object, in kube-apiserver's words."""
     return ApiError(404, "NotFound", f'{qualified(rtype)} "{name}" not found')
@@ -240,6 +266,8 @@ class ObjectStore:
         """
         fold_string_data(rtype, obj)
         meta = obj.setdefault("metadata", {})
+        if not keeps_generation(rtype):
+            meta.pop("generation", None)
         namespace = meta.get("namespace") if rtype.namespaced else None
         key = (namespace, str(meta["name"]))
         bucket = self._objects.setdefault((rtype.group, rtype.plural), {})
@@ -302,6 +330,13 @@ class ObjectStore:
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
         fold_string_data(rtype, obj)
+        if not rtype.group and rtype.plural == "secrets":
+            obj.setdefault("type", "Opaque")
+        if not rtype.group and rtype.plural == "namespaces":
+            # The NamespaceLifecycle defaults: the name label, the kubernetes finalizer, Active.
+            meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": name}
+            obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
+            obj["status"] = {"phase": "Active"}
         if self.backend is not None and self.backend.owns(rtype, namespace, name):
             if self.find(rtype, namespace, name) is not None:
                 raise ApiError(409, "AlreadyExists", f'{qualified(rtype)} "{name}" already exists')
@@ -323,7 +358,10 @@ class ObjectStore:
             raise ApiError(409, "AlreadyExists", f'{qualified(rtype)} "{name}" already exists')
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = rfc3339(self.clock())
-        meta["generation"] = 1
+        if keeps_generation(rtype):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
         meta.pop("deletionTimestamp", None)
         meta.pop("resourceVersion", None)
         if not commit:
@@ -403,8 +441,11 @@ class ObjectStore:
             skip = {"metadata", "apiVersion", "kind", "status"}
             return {k: v for k, v in o.items() if k not in skip}
 
-        generation = int(meta_now.get("generation", 1))
-        meta["generation"] = generation + 1 if content(obj) != content(current) else generation
+        if keeps_generation(rtype):
+            generation = int(meta_now.get("generation", 1))
+            meta["generation"] = generation + 1 if content(obj) != content(current) else generation
+        else:
+            meta.pop("generation", None)
         meta["resourceVersion"] = meta_now["resourceVersion"]
         if obj == current or not commit:
             return obj if not commit else current

@@ -50,6 +50,12 @@ class LogBook:
             if labels is not None
         ]
 
+    def entries(self, pod: str) -> list[LogLine]:
+        """Every kept entry of a pod's log, in time order (a served twin filters them by time
+        for `kubectl logs --since` and follows them for `-f`)."""
+        entry = self._streams.get(pod)
+        return list(entry[1]) if entry is not None else []
+
     def tail(self, pod: str, n: int) -> list[str]:
         """The last n lines of a pod's log."""
         entry = self._streams.get(pod)
