@@ -1,23 +1,24 @@
 """The Kubernetes REST API over an `ObjectStore`, as aiohttp handlers.
 
-Discovery, get/list/watch (label and field selectors, bookmarks, `sendInitialEvents`, Tables),
-create, update, the three patch types, delete and deletecollection (with `dryRun`), and the
+Discovery, get/list/watch (label and field selectors, pages, bookmarks, `sendInitialEvents`,
+Tables), create, update, the three patch types, delete and deletecollection (with `dryRun`), and the
 subresources status, scale, log, token (TokenRequest) and a Service's proxy; bearer-token
 authentication and RBAC; schema validation of built-in kinds. The `Date` of every answer is the
 server's clock (a served twin's clock runs at its own speed).
 
 Request bodies are JSON, YAML (server-side apply, without field ownership) or protobuf (the kinds
-client-go's typed clients write, `protobuf`). Where it differs from kube-apiserver: no
-admission webhooks, no pagination (`limit` is ignored and every item returned), background
+client-go's typed clients write, `protobuf`); `Impersonate-*` headers act as another user. Where
+it differs from kube-apiserver (docs/stack.md): no admission webhooks or policies, background
 deletion only, and unknown fields are refused only under `fieldValidation=Strict`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
@@ -89,6 +90,33 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 def _wants_table(request: web.Request) -> bool:
     return "as=Table" in request.headers.get("Accept", "")
+
+
+def _page(query: Mapping[str, str], items: list[Json], rv: str) -> tuple[list[Json], Json]:
+    """One page of a list (`limit` and `continue`, items in namespace and name order) and the
+    list metadata it adds (`continue`, `remainingItemCount`). A later page shows the objects as
+    they are when it is read, not as they were at the first page."""
+    limit_text = query.get("limit") or "0"
+    limit = int(limit_text) if limit_text.isdigit() else 0
+    token = query.get("continue")
+    start = 0
+    if token:
+        try:
+            after = json.loads(base64.urlsafe_b64decode(token.encode()))["start"]
+        except (ValueError, KeyError, TypeError):
+            raise ApiError(400, "BadRequest", "continue key is not valid") from None
+        keys = [f"{o['metadata'].get('namespace') or ''}/{o['metadata']['name']}" for o in items]
+        start = next((i for i, key in enumerate(keys) if key > after), len(items))
+    rest = items[start:]
+    if limit <= 0 or len(rest) <= limit:
+        return rest, {}
+    page = rest[:limit]
+    meta = page[-1]["metadata"]
+    key = f"{meta.get('namespace') or ''}/{meta['name']}"
+    encoded = base64.urlsafe_b64encode(
+        json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).encode()
+    )
+    return page, {"continue": encoded.decode(), "remainingItemCount": len(rest) - limit}
 
 
 class KubeApi:
@@ -455,15 +483,18 @@ class KubeApi:
 
     def _list(self, request: web.Request, target: Target) -> web.Response:
         with self.store.lock:
-            items = [clone(o) for o in self._matching(request, target)]
             rv = str(self.store.resource_version)
+            chosen, paging = _page(request.query, self._matching(request, target), rv)
+            items = [clone(o) for o in chosen]
         if _wants_table(request):
-            return _json(table(target.rtype, items, rv, self.store.clock()))
+            answer = table(target.rtype, items, rv, self.store.clock())
+            answer.setdefault("metadata", {}).update(paging)
+            return _json(answer)
         return _json(
             {
                 "apiVersion": target.rtype.api_version,
                 "kind": f"{target.rtype.kind}List",
-                "metadata": {"resourceVersion": rv},
+                "metadata": {"resourceVersion": rv, **paging},
                 "items": items,
             }
         )

@@ -18,6 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from itbench.core.crds import crd_problems
+from itbench.environments.served.defaults import (
+    crd_status,
+    creation_defaults,
+    keeps_generation,
+    service_defaults,
+)
 from itbench.environments.served.resources import ResourceType, ResourceTypes, crd_type
 from itbench.environments.sim.cluster import rfc3339
 from itbench.environments.sim.objects import clone
@@ -77,32 +83,6 @@ def fold_string_data(rtype: ResourceType, obj: Json) -> None:
     for key, value in strings.items():
         merged[key] = base64.b64encode(str(value).encode()).decode()
     obj["data"] = merged
-
-
-UNGENERATED = frozenset(
-    {
-        ("", "secrets"),
-        ("", "configmaps"),
-        ("", "serviceaccounts"),
-        ("", "namespaces"),
-        ("", "events"),
-        ("", "endpoints"),
-        ("coordination.k8s.io", "leases"),
-        ("rbac.authorization.k8s.io", "roles"),
-        ("rbac.authorization.k8s.io", "rolebindings"),
-        ("rbac.authorization.k8s.io", "clusterroles"),
-        ("rbac.authorization.k8s.io", "clusterrolebindings"),
-        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
-        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-    }
-)
-"""Built-in resources whose objects kube-apiserver gives no `metadata.generation` (their
-strategies never set one); every other kind, custom resources included, starts at 1."""
-
-
-def keeps_generation(rtype: ResourceType) -> bool:
-    """Whether objects of a resource carry `metadata.generation`."""
-    return (rtype.group, rtype.plural) not in UNGENERATED
 
 
 def not_found(rtype: ResourceType, name: str) -> ApiError:
@@ -330,13 +310,7 @@ class ObjectStore:
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
         fold_string_data(rtype, obj)
-        if not rtype.group and rtype.plural == "secrets":
-            obj.setdefault("type", "Opaque")
-        if not rtype.group and rtype.plural == "namespaces":
-            # The NamespaceLifecycle defaults: the name label, the kubernetes finalizer, Active.
-            meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": name}
-            obj["spec"] = {"finalizers": ["kubernetes"], **(obj.get("spec") or {})}
-            obj["status"] = {"phase": "Active"}
+        creation_defaults(rtype, obj)
         if self.backend is not None and self.backend.owns(rtype, namespace, name):
             if self.find(rtype, namespace, name) is not None:
                 raise ApiError(409, "AlreadyExists", f'{qualified(rtype)} "{name}" already exists')
@@ -366,6 +340,10 @@ class ObjectStore:
         meta.pop("resourceVersion", None)
         if not commit:
             return obj
+        if rtype.plural == "customresourcedefinitions":
+            obj["status"] = crd_status(obj, rfc3339(self.clock()))
+        if not rtype.group and rtype.plural == "services":
+            service_defaults(obj, [o.get("spec") or {} for o in bucket.values()])
         meta["resourceVersion"] = self._bump()
         bucket[(namespace, name)] = obj
         self._emit(rtype, "ADDED", obj)
@@ -456,6 +434,8 @@ class ObjectStore:
             self._emit(rtype, "DELETED", obj)
             self._collect(str(meta.get("uid")))
             return obj
+        if rtype.plural == "customresourcedefinitions" and subresource != "status":
+            obj["status"] = crd_status(obj, rfc3339(self.clock()), current.get("status"))
         bucket[(namespace, name)] = obj
         self._emit(rtype, "MODIFIED", obj)
         if rtype.plural == "customresourcedefinitions":

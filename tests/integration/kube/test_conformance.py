@@ -18,10 +18,11 @@ import logging
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 import kubernetes
@@ -42,6 +43,7 @@ NS = "conformance"
 IMAGE = "ghcr.io/open-telemetry/demo:2.2.0-cart"
 """An image the twin's kubelet knows (KWOK pulls nothing, so any image runs there)."""
 TWIN, REAL = "served-twin", "kube-apiserver"
+T = TypeVar("T")
 
 
 @dataclass
@@ -125,6 +127,18 @@ def target(request: pytest.FixtureRequest) -> Target:
     name = "real_target" if request.param == REAL else "twin_target"
     found: Target = request.getfixturevalue(name)
     return found
+
+
+def _eventually(probe: Callable[[], T], what: str, limit: float = 60.0) -> T:
+    """Poll probe until it answers something truthy (a wait with a limit, not a timed check)."""
+    deadline = time.monotonic() + limit
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not seen within {limit:.0f} s")
+        time.sleep(0.2)
 
 
 def _object(name: str, kind: str = "ConfigMap", **fields: Any) -> str:
@@ -409,3 +423,159 @@ def test_helm_installs_upgrades_and_uninstalls_a_chart(target: Target) -> None:
         target.kubectl("get", "configmap", "demo-settings", "-n", NS, check=False).returncode == 1
     )
     assert target.json("get", "secrets", "-n", NS, "-l", "owner=helm,name=demo")["items"] == []
+
+
+def test_helm_installs_upgrades_and_uninstalls_the_itbench_chart(target: Target) -> None:
+    chart, release, namespace = str(ROOT / "charts" / "itbench"), "conformance", "conformance-chart"
+    # The chart's agent and environment RBAC go into the shop's namespace and the telemetry's.
+    target.helm(
+        "install", release, chart, "-n", namespace, "--create-namespace",
+        "--set", f"ownCluster.namespaces={{{NS}}}",
+        "--set", f"ownCluster.telemetryNamespaces={{{NS}}}",
+    )  # fmt: skip
+    policy = f"{release}-itbench-ciso-evaluator-writes"
+    assert (
+        target.json("get", "validatingadmissionpolicy", policy)["spec"]["failurePolicy"] == "Fail"
+    )
+    deployment = target.json(
+        "get", "deployment", "-n", namespace, "-l", "app.kubernetes.io/instance=" + release
+    )
+    assert [d["metadata"]["name"] for d in deployment["items"]] == [f"{release}-itbench"]
+    service = target.json("get", "service", f"{release}-itbench", "-n", namespace)
+    assert service["spec"]["clusterIP"].startswith("10.96.")
+    target.helm("upgrade", release, chart, "-n", namespace, "--reuse-values")
+    status = json.loads(target.helm("status", release, "-n", namespace, "-o", "json").stdout)
+    assert (status["version"], status["info"]["status"]) == (2, "deployed")
+    target.helm("uninstall", release, "-n", namespace)
+    assert target.kubectl("get", "validatingadmissionpolicy", policy, check=False).returncode == 1
+    assert target.json("get", "secrets", "-n", namespace, "-l", "owner=helm")["items"] == []
+
+
+# ---- lists, Services, CRDs ---------------------------------------------------------------
+
+
+def test_a_list_comes_in_pages_with_limit_and_continue(target: Target) -> None:
+    for index in range(3):
+        target.kubectl("apply", "-f", "-", stdin=_object(f"paged-{index}", data={"i": str(index)}))
+    api = target.client()
+    try:
+        core = kubernetes.client.CoreV1Api(api)
+        first = core.list_namespaced_config_map(NS, label_selector="", limit=2)
+        names = [c.metadata.name for c in first.items]
+        assert len(names) == 2 and first.metadata._continue
+        rest = core.list_namespaced_config_map(NS, limit=500, _continue=first.metadata._continue)
+        names += [c.metadata.name for c in rest.items]
+        assert rest.metadata._continue is None
+        everything = [c.metadata.name for c in core.list_namespaced_config_map(NS).items]
+    finally:
+        api.close()
+    assert names == everything
+    assert {"paged-0", "paged-1", "paged-2"} <= set(names)
+
+
+def test_a_new_service_gets_kube_apiservers_defaults(target: Target) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "plain", "namespace": NS},
+        "spec": {"selector": {"app": "plain"}, "ports": [{"port": 80}]},
+    }
+    target.kubectl("apply", "-f", "-", stdin=json.dumps(body))
+    spec = target.json("get", "service", "plain", "-n", NS)["spec"]
+    assert spec["type"] == "ClusterIP" and spec["clusterIPs"] == [spec["clusterIP"]]
+    assert spec["ports"] == [{"port": 80, "protocol": "TCP", "targetPort": 80}]
+    assert (spec["sessionAffinity"], spec["ipFamilyPolicy"]) == ("None", "SingleStack")
+
+
+def test_a_crd_is_established_and_kubectl_waits_for_it(target: Target) -> None:
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.conformance.example.com"},
+        "spec": {
+            "group": "conformance.example.com",
+            "scope": "Namespaced",
+            "names": {
+                "plural": "widgets",
+                "singular": "widget",
+                "kind": "Widget",
+                "listKind": "WidgetList",
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"size": {"type": "integer"}},
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    target.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(crd))
+    target.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/widgets.conformance.example.com",
+    )
+    status = target.json("get", "crd", "widgets.conformance.example.com")["status"]
+    assert status["storedVersions"] == ["v1"] and status["acceptedNames"]["kind"] == "Widget"
+    widget = {
+        "apiVersion": "conformance.example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": NS},
+        "spec": {"size": 3},
+    }
+    # Discovery of a new group is eventually consistent on kube-apiserver.
+    _eventually(
+        lambda: (
+            target.kubectl("apply", "-f", "-", stdin=json.dumps(widget), check=False).returncode
+            == 0
+        ),
+        "the new kind served",
+    )
+    assert target.json("get", "widget", "w", "-n", NS)["spec"] == {"size": 3}
+
+
+# ---- pod logs ---------------------------------------------------------------------------
+
+
+def _two_container_pod(target: Target) -> str:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "two", "namespace": NS},
+        "spec": {"containers": [{"name": "a", "image": IMAGE}, {"name": "b", "image": IMAGE}]},
+    }
+    if target.kubectl("get", "pod", "two", "-n", NS, check=False).returncode != 0:
+        target.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    return "two"
+
+
+def test_a_pod_log_names_its_container_as_kube_apiserver_requires(target: Target) -> None:
+    pod = _two_container_pod(target)
+    api = target.client()
+    core = kubernetes.client.CoreV1Api(api)
+    try:
+        with pytest.raises(kubernetes.client.ApiException) as unnamed:
+            core.read_namespaced_pod_log(pod, NS)
+        with pytest.raises(kubernetes.client.ApiException) as unknown:
+            core.read_namespaced_pod_log(pod, NS, container="nope")
+    finally:
+        api.close()
+    assert unnamed.value.status == 400
+    assert json.loads(unnamed.value.body)["message"] == (
+        "a container name must be specified for pod two, choose one of: [a b]"
+    )
+    assert unknown.value.status == 400
+    assert json.loads(unknown.value.body)["message"] == "container nope is not valid for pod two"
