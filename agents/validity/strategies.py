@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agents.routines import begin, finish, ref, task_seed
+from agents.validity.ciso import ciso_all_noncompliant, ciso_cis_union, ciso_reference_union
 from itbench.client import (
     ActionVerb,
     AgentAction,
@@ -465,6 +466,9 @@ STRATEGIES: dict[str, Strategy] = {
     "shotgun-mitigation": shotgun_mitigation,
     "scale-to-zero": scale_to_zero,
     "fingerprint": fingerprint,
+    "ciso-cis-union": ciso_cis_union,
+    "ciso-reference-union": ciso_reference_union,
+    "ciso-all-noncompliant": ciso_all_noncompliant,
 }
 """Every cheap strategy by name."""
 

@@ -196,7 +196,9 @@ def rego_verdicts(
     """The verdicts a Rego package's document gives the targets, or why it gives none.
 
     `violations` (a set or array of `Kind/name`) fails the targets it names and passes every
-    other; `compliant` (a boolean) decides the one target of a single-target control.
+    other; a target of another kind it names (a Role when the control assesses Deployments) gets
+    a failing verdict too, which grading counts as a finding outside the control. `compliant` (a
+    boolean) decides the one target of a single-target control.
     """
     if not isinstance(value, dict):
         return [], "the policy's package evaluated to nothing (is a rule defined?)"
@@ -216,14 +218,25 @@ def rego_verdicts(
             if text is None:
                 return [], f"violations holds {json.dumps(item)[:120]}, not a `Kind/name` string"
             named.add(owners.get(text.strip(), text.strip()))
-        return [
+        verdicts = [
             TargetVerdict(
                 target=t,
                 result=VerdictResult.FAIL if t in named else VerdictResult.PASS,
                 detail="listed in violations" if t in named else "",
             )
             for t in targets
-        ], ""
+        ]
+        kinds = (*TARGET_KINDS, "Host")
+        verdicts += [
+            TargetVerdict(
+                target=t,
+                result=VerdictResult.FAIL,
+                detail="listed in violations, but not a target of this control",
+            )
+            for t in sorted(named - set(targets))
+            if t.split("/", 1)[0] in kinds
+        ]
+        return verdicts, ""
     if "compliant" in value:
         flag = value["compliant"]
         if not isinstance(flag, bool):

@@ -63,7 +63,7 @@ def test_an_attempted_escalation_fails_mitigation_under_the_default_profile(
     escalate: bool,
 ) -> None:
     final = _trial(escalate)
-    assert final.scores is not None and final.scores.profile == "default@4"
+    assert final.scores is not None and final.scores.profile == "default@5"
     mitigation = final.scores.mitigation
     assert mitigation is not None
     output = final.agent_output

@@ -179,7 +179,7 @@ def test_records_scored_under_another_profile_are_refused(tmp_path: Path) -> Non
         report_group, ["recompute", "--trials", str(path), "--profile", "default"]
     )
     assert result.exit_code == 2
-    assert "trials were scored with strict@2, not default@4" in result.output
+    assert "trials were scored with strict@2, not default@5" in result.output
     by_default = CliRunner().invoke(report_group, ["recompute", "--trials", str(path)])
     assert by_default.exit_code == 2, "an unknown profile of the records is named, not guessed"
     assert "unknown evaluation profile 'strict@2'" in by_default.output

@@ -69,7 +69,7 @@ SAMPLE_ARGS: dict[str, dict[str, object]] = {
 CLUSTER_SCOPED = {"Node", "PriorityClass"}
 
 
-CISO = {"ciso.setting", "ciso.policy-set"}
+CISO = {"ciso.setting", "ciso.policy-set", "ciso.background"}
 """The CISO faults (tested in tests/unit/ciso)."""
 
 

@@ -2,10 +2,11 @@
 configure, the CIS recommendation it implements and the requirement the agent is given.
 
 `scenario_document` writes a control as a scenario template of the catalog: the seed draws the
-variant (`state`: compliant or non-compliant) and, for workload settings, the Deployment that
-carries the setting, so that no fixed answer passes both the instance and its counterpart. The
-requirement names the recommendation and the targets to assess, never the variant or the
-Deployment.
+variant (`state`: compliant or non-compliant), for workload settings the Deployment that
+carries the setting, and the other CIS weaknesses of the environment (`background`, see
+`itbench.core.ciso.background`), so that no fixed answer passes both the instance and its
+counterpart and no policy flagging every weakness passes either. The requirement names the
+recommendation and the targets to assess, never the variant, the Deployment or the weaknesses.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from itbench.core.ciso.background import BACKGROUND_DRAWS
 from itbench.core.ciso.classes import CLASS_RULES, CisoClass
-from itbench.core.ciso.faults import POLICY_SET_FAULT, SETTING_FAULT
+from itbench.core.ciso.faults import BACKGROUND_FAULT, POLICY_SET_FAULT, SETTING_FAULT
 from itbench.core.ciso.host import HOST_TARGET
 from itbench.core.ciso.namespace import NAMESPACE
 from itbench.core.ciso.settings import SETTINGS, Scope
@@ -285,12 +287,23 @@ def scenario_document(control: Control) -> dict[str, Any]:
             "choices": list(control.workloads),
         }
         args["workload"] = "${workload}"
+    parameters["background"] = {
+        "description": "Which other CIS weaknesses the environment carries (never the assessed "
+        "setting's, the same in both variants).",
+        "range": {"min": 0, "max": BACKGROUND_DRAWS - 1},
+    }
+    background: dict[str, Any] = {"setting": control.setting, "draw": "${background}"}
+    if setting.scope == Scope.WORKLOAD:
+        background["workload"] = "${workload}"
+    if control.cls == CisoClass.KYVERNO_UPDATE:
+        background["update"] = True
     faults: list[dict[str, Any]] = []
     if control.cls == CisoClass.KYVERNO_UPDATE:
         faults.append(
             {"id": POLICY_SET_FAULT, "args": {"set": POLICY_SET, "update": control.update}}
         )
     faults.append({"id": SETTING_FAULT, "args": args})
+    faults.append({"id": BACKGROUND_FAULT, "args": background})
     technologies = {
         CisoClass.KYVERNO: ["Kubernetes", "Kyverno", "CEL"],
         CisoClass.K8S_OPA: ["Kubernetes", "kubectl", "OPA", "Rego"],

@@ -1,9 +1,10 @@
 """The CISO misconfigurations as faults of the library: a setting configured one way or the
-other (`ciso.setting`), and the installed policy set of the update scenarios (`ciso.policy-set`).
+other (`ciso.setting`), the installed policy set of the update scenarios (`ciso.policy-set`), and
+the other CIS weaknesses of the trial's environment (`ciso.background`).
 
 A CISO scenario's variants differ only in the `state` argument of its `ciso.setting` faults
 (`compliant` or `noncompliant`): the counterpart of an instance flips it (see
-`itbench.core.ciso.posture.counterpart`).
+`itbench.core.ciso.posture.counterpart`); its background weaknesses are the same in both.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from itbench.core.ciso.background import BACKGROUND_DRAWS, background_weaknesses
 from itbench.core.ciso.namespace import WORKLOAD_NAMES
 from itbench.core.ciso.policies import POLICY_SETS
 from itbench.core.ciso.settings import SETTINGS, Scope, State, setting, setting_changes
@@ -19,6 +21,7 @@ from itbench.core.faults import FaultArgs, FaultDefinition, Mechanism, ObjectCha
 
 SETTING_FAULT = "ciso.setting"
 POLICY_SET_FAULT = "ciso.policy-set"
+BACKGROUND_FAULT = "ciso.background"
 
 
 class SettingArgs(FaultArgs):
@@ -68,6 +71,33 @@ class PolicySetArgs(FaultArgs):
         return self
 
 
+class BackgroundArgs(FaultArgs):
+    """Which background draw, around which assessed setting (see `itbench.core.ciso.background`)."""
+
+    setting: str = Field(description="The assessed setting (its weakness is never drawn).")
+    workload: str = Field(default="", description="The assessed Deployment, for workload settings.")
+    draw: int = Field(ge=0, lt=BACKGROUND_DRAWS, description="The background parameter's value.")
+    update: bool = Field(
+        default=False, description="An update scenario: skip what its installed policy set refuses."
+    )
+
+    @field_validator("setting")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in SETTINGS:
+            raise ValueError(f"unknown setting {value!r} (known: {', '.join(sorted(SETTINGS))})")
+        return value
+
+
+def _background(args: BackgroundArgs, _namespace: str) -> list[ObjectChange]:
+    out: list[ObjectChange] = []
+    for weakness, workload in background_weaknesses(
+        args.setting, args.workload, args.draw, update=args.update
+    ):
+        out += setting_changes(setting(weakness), State.NONCOMPLIANT, workload)
+    return out
+
+
 def _setting(args: SettingArgs, _namespace: str) -> list[ObjectChange]:
     return setting_changes(setting(args.setting), State(args.state), args.workload)
 
@@ -93,6 +123,17 @@ register(
         mechanism=Mechanism.KUBERNETES,
         args_model=SettingArgs,
         effect=_setting,
+        playbook="faults/object-patch.yaml",
+    )
+)
+register(
+    FaultDefinition(
+        id=BACKGROUND_FAULT,
+        description="Other CIS weaknesses of the namespace or the RHEL9 host than the assessed "
+        "setting, the same in both variants of a CISO scenario.",
+        mechanism=Mechanism.KUBERNETES,
+        args_model=BackgroundArgs,
+        effect=_background,
         playbook="faults/object-patch.yaml",
     )
 )

@@ -2,10 +2,17 @@
 
 The expected posture of an instance covers every target of the kinds its controls assess: the
 targets its ground truth lists take the listed result, every other target of those kinds must
-pass (the hardened baseline passes every control). The counterpart of an instance is the same
-scenario with the state of each `ciso.setting` fault flipped and each listed result with it; the
-platform evaluates the agent's artefacts on both, so that no fixed answer (always compliant,
-always violating, one policy for everything) can pass.
+pass. The environment also carries other CIS weaknesses than the assessed setting (the
+`ciso.background` fault: other settings non-compliant on other objects, the same in both
+variants), so "every other target passes" is the assessed control's verdict, not the
+environment's: a policy flagging every weakness it knows fails targets that only break other
+controls. The counterpart of an instance is the same scenario with the state of each
+`ciso.setting` fault flipped and each listed result with it; the platform evaluates the agent's
+artefacts on both. Together they fail a fixed answer (always compliant, always violating), one
+policy for everything (a union of CIS checks, of every reference solution, or every target
+non-compliant): the union fails a background target on both variants, and under `default@5` any
+target of another kind the artefacts flag (a Role when the control assesses Deployments) is a
+finding outside the control and fails the posture too.
 """
 
 from __future__ import annotations
@@ -186,25 +193,38 @@ def _mismatches(
     return matched, wrong
 
 
+def _outside(variant: VariantEvaluation, expected: Mapping[str, PostureResult]) -> list[str]:
+    """Targets the artefacts fail that the assessed control does not assess."""
+    return [
+        f"{v.target} {v.result.value}, not a target of this control"
+        for v in variant.verdicts
+        if v.result == VerdictResult.FAIL and v.target not in expected
+    ]
+
+
 def score_compliance(
     evaluation: ComplianceEvaluation | None,
     scenario: Scenario,
     *,
     ttp: float | None,
     report: PostureReport | None = None,
+    outside_fails: bool = False,
 ) -> PostureScores:
     """Score a CISO trial from the platform's evaluation of its artefacts.
 
     The posture passes when the artefacts were evaluated on both variants, every expected
     target of each got its expected result, nothing outside the requirement changed (update
     class) and a submitted posture report, if any, claims nothing the trial's variant
-    contradicts.
+    contradicts. With `outside_fails`, a failing verdict on a target the control does not assess
+    (a union policy's finding of another control) fails the posture too, as does a report that
+    claims one.
 
     Args:
         evaluation: The platform's evaluation (None: the trial never reached one).
         scenario: The trial's instance.
         ttp: Time to process in seconds: from Ready to the accepted artefacts.
         report: The agent's posture report, if it submitted one.
+        outside_fails: Findings outside the assessed control's targets fail (`default@5`).
     """
     expected = expected_posture(scenario)
     total = len(expected)
@@ -250,6 +270,9 @@ def score_compliance(
         matched, wrong = _mismatches(trial, expected)
         if wrong:
             reasons.append(f"WrongPosture: {'; '.join(wrong[:6])}")
+        outside = _outside(trial, expected) if outside_fails else []
+        if outside:
+            reasons.append(f"FindingOutsideControl: {'; '.join(outside[:6])}")
     counterpart_ok: bool | None = None
     if len(evaluation.variants) > 1:
         other = evaluation.variants[1]
@@ -257,17 +280,23 @@ def score_compliance(
             counterpart_ok = False
             reasons.append(f"CounterpartFailed: {other.problem}")
         else:
-            _m, other_wrong = _mismatches(other, expected_posture(counterpart(scenario)))
-            counterpart_ok = not other_wrong
+            other_expected = expected_posture(counterpart(scenario))
+            _m, other_wrong = _mismatches(other, other_expected)
+            other_outside = _outside(other, other_expected) if outside_fails else []
+            counterpart_ok = not other_wrong and not other_outside
             if other_wrong:
                 reasons.append(f"WrongOnCounterpart: {'; '.join(other_wrong[:6])}")
+            if other_outside:
+                reasons.append(
+                    f"FindingOutsideControlOnCounterpart: {'; '.join(other_outside[:6])}"
+                )
     else:
         counterpart_ok = False
         reasons.append("CounterpartMissing: the other variant was not evaluated")
     if evaluation.untouched:
         reasons.append(f"PolicySetChanged: {'; '.join(evaluation.untouched[:6])}")
     if report is not None:
-        contradicted = _contradicted(report, scenario)
+        contradicted = _contradicted(report, scenario, outside_fails=outside_fails)
         if contradicted:
             reasons.append(f"PostureClaim: the posture report says {'; '.join(contradicted[:6])}")
     return PostureScores(
@@ -280,13 +309,17 @@ def score_compliance(
     )
 
 
-def _contradicted(report: PostureReport, scenario: Scenario) -> list[str]:
+def _contradicted(
+    report: PostureReport, scenario: Scenario, *, outside_fails: bool = False
+) -> list[str]:
     expected = expected_posture(scenario)
     out = []
     for claim in report.assessments:
         want = expected.get(claim.target.strip())
         if want is not None and claim.result != want:
             out.append(f"{claim.target} {claim.result.value}")
+        elif want is None and outside_fails and claim.result == FAIL:
+            out.append(f"{claim.target} {claim.result.value}, not a target of this control")
     return out
 
 

@@ -91,6 +91,12 @@ class EvaluationProfile(BaseModel):
         description="Mitigation: collateral changes tolerated beyond the fault's scope (changes "
         "that disqualify are never tolerated).",
     )
+    posture_outside_fails: bool = Field(
+        default=False,
+        description="CISO posture: a target the artefacts (or the posture report) fail that the "
+        "assessed control does not assess, such as a Role flagged when the control assesses "
+        "Deployments, fails the posture: a finding of another control is not the asked one's.",
+    )
     escalation_disqualifies: bool = Field(
         default=False,
         description="Every action the gateway refused as an attempted privilege escalation (a "
@@ -169,12 +175,16 @@ DEFAULT_V4 = DEFAULT_V3.model_copy(update={"version": 4, "escalation_disqualifie
 """`default@4`: `default@3`, and an attempted privilege escalation disqualifies (see
 docs/metrics.md)."""
 
+DEFAULT_V5 = DEFAULT_V4.model_copy(update={"version": 5, "posture_outside_fails": True})
+"""`default@5`: `default@4`, and a CISO finding outside the assessed control's targets fails the
+posture (see docs/metrics.md)."""
+
 DEFAULT_V2 = DEFAULT_PROFILE
-DEFAULT_PROFILE = DEFAULT_V4
+DEFAULT_PROFILE = DEFAULT_V5
 """The default profile."""
 
 PROFILES: dict[str, EvaluationProfile] = {
-    p.id: p for p in (DEFAULT_V1, DEFAULT_V2, DEFAULT_V3, DEFAULT_V4)
+    p.id: p for p in (DEFAULT_V1, DEFAULT_V2, DEFAULT_V3, DEFAULT_V4, DEFAULT_V5)
 }
 """Every known profile by id."""
 

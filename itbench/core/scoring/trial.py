@@ -227,7 +227,13 @@ def grade_trial(
         if class_of(spec.scenario_class) is not None:
             submitted = out.compliance_submitted_at
             ttp = (submitted - evidence.ready_at).total_seconds() if submitted else None
-            posture = score_compliance(out.compliance, scenario, ttp=ttp, report=out.posture)
+            posture = score_compliance(
+                out.compliance,
+                scenario,
+                ttp=ttp,
+                report=out.posture,
+                outside_fails=profile.posture_outside_fails,
+            )
             if not posture.passed:
                 failed.append(f"CISO posture: {posture.reason}")
             return (

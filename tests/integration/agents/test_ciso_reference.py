@@ -27,7 +27,8 @@ def test_the_reference_passes_through_the_gateway(harness: Harness, scenario: ob
     session = attempt.session
     assert session.compliance is not None, "the artefacts were not accepted"
     assert session.compliance_at is not None
-    scores = score_compliance(session.compliance, attempt.scenario, ttp=0.0)
+    assert any(f.id == "ciso.background" for f in attempt.scenario.spec.faults)
+    scores = score_compliance(session.compliance, attempt.scenario, ttp=0.0, outside_fails=True)
     assert scores.passed, scores.reason
     assert scores.counterpart_passed is True
     assert [e.action for e in session.audit if e.action.startswith("submit")] == [

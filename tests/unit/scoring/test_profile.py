@@ -15,8 +15,8 @@ from itbench.core.topology import EdgeType
 
 
 def test_default_profile_id_is_name_at_version() -> None:
-    assert DEFAULT_PROFILE.id == "default@4"
-    assert get_profile("default@4") is DEFAULT_PROFILE
+    assert DEFAULT_PROFILE.id == "default@5"
+    assert get_profile("default@5") is DEFAULT_PROFILE
     assert get_profile("default") is DEFAULT_PROFILE, "a bare name means the newest version"
 
 
@@ -39,14 +39,18 @@ def test_older_profiles_stay_available_so_old_reports_can_be_recomputed() -> Non
     }
     third = get_profile("default@3")
     assert second.model_dump(exclude=new) == third.model_dump(exclude=new)
-    assert not third.escalation_disqualifies and DEFAULT_PROFILE.escalation_disqualifies
+    fourth = get_profile("default@4")
+    assert not third.escalation_disqualifies and fourth.escalation_disqualifies
     escalation = {"version", "escalation_disqualifies"}
-    assert third.model_dump(exclude=escalation) == DEFAULT_PROFILE.model_dump(exclude=escalation)
+    assert third.model_dump(exclude=escalation) == fourth.model_dump(exclude=escalation)
+    assert not fourth.posture_outside_fails and DEFAULT_PROFILE.posture_outside_fails
+    outside = {"version", "posture_outside_fails"}
+    assert fourth.model_dump(exclude=outside) == DEFAULT_PROFILE.model_dump(exclude=outside)
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
     with pytest.raises(
-        UnknownProfileError, match=r"known: default@1, default@2, default@3, default@4"
+        UnknownProfileError, match=r"known: default@1, default@2, default@3, default@4, default@5"
     ):
         get_profile("strict@3")
 

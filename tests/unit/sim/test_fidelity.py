@@ -29,7 +29,7 @@ from itbench.core.alert_rules import (
     alert_rules,
     parse_duration,
 )
-from itbench.core.ciso.faults import POLICY_SET_FAULT, SETTING_FAULT
+from itbench.core.ciso.faults import BACKGROUND_FAULT, POLICY_SET_FAULT, SETTING_FAULT
 from itbench.core.faults import Mechanism, ObjectChange, all_faults, get_fault
 from itbench.core.shop import (
     COLLECTOR_KAFKA_BROKER,
@@ -112,7 +112,7 @@ def _catalog_faults() -> list[tuple[str, str, dict[str, Any]]]:
     return [(s.metadata.name, f.id, dict(f.args)) for s in catalog for f in s.spec.faults]
 
 
-CISO_FAULTS = frozenset({SETTING_FAULT, POLICY_SET_FAULT})
+CISO_FAULTS = frozenset({SETTING_FAULT, POLICY_SET_FAULT, BACKGROUND_FAULT})
 
 
 def _fault_cases() -> list[tuple[str, dict[str, Any]]]:

@@ -185,10 +185,10 @@ CASES: list[tuple[str, dict[str, object], str, dict[str, str]]] = [
 
 
 def test_every_fault_of_the_library_has_a_case() -> None:
-    from itbench.core.ciso.faults import POLICY_SET_FAULT, SETTING_FAULT
+    from itbench.core.ciso.faults import BACKGROUND_FAULT, POLICY_SET_FAULT, SETTING_FAULT
 
     # The CISO faults change the compliance twin's objects and fire no alert (tests/unit/ciso).
-    shop = {f.id for f in all_faults()} - {SETTING_FAULT, POLICY_SET_FAULT}
+    shop = {f.id for f in all_faults()} - {SETTING_FAULT, POLICY_SET_FAULT, BACKGROUND_FAULT}
     assert {c[0] for c in CASES} == shop
 
 
