@@ -83,6 +83,7 @@ from itbench.environments.kube.faults import (
     PlaybookRunner,
     restorable,
 )
+from itbench.environments.kube.scoping import scope_logql, scope_promql
 from itbench.environments.port import EnvironmentFailure
 from itbench.environments.sim.actions import perform
 from itbench.environments.sim.cluster import Cluster
@@ -760,13 +761,14 @@ class ClusterEnvironment:
         return out
 
     def query_metrics(self, query: str, time: datetime) -> Json:
-        """Instant PromQL query on the stack's Prometheus (`data` of its answer).
+        """Instant PromQL query on the stack's Prometheus (`data` of its answer), every series
+        selector held to the namespace (`itbench.environments.kube.scoping`).
 
         Raises:
-            ValueError: Prometheus refused the query (its message).
+            ValueError: Prometheus refused the query (its message), or it cannot be scoped.
         """
         params = {
-            "query": scale_promql(query, self.clock.speed),
+            "query": scale_promql(scope_promql(query, self.namespace), self.clock.speed),
             "time": f"{self.clock.to_wall(time.timestamp()):.3f}",
         }
         data: Json = self._get("prometheus", "/api/v1/query", params)["data"]
@@ -783,7 +785,7 @@ class ClusterEnvironment:
         if step_seconds <= 0:
             raise ValueError("step must be positive")
         params = {
-            "query": scale_promql(query, self.clock.speed),
+            "query": scale_promql(scope_promql(query, self.namespace), self.clock.speed),
             "start": f"{self.clock.to_wall(start.timestamp()):.3f}",
             "end": f"{self.clock.to_wall(end.timestamp()):.3f}",
             "step": f"{self.clock.wall_seconds(step_seconds):.3f}",
@@ -792,9 +794,13 @@ class ClusterEnvironment:
         return self._to_cluster_times(data)
 
     def query_logs(self, query: str, start: datetime, end: datetime, limit: int) -> Json:
-        """LogQL on the stack's Loki (`data` of its answer)."""
+        """LogQL on the stack's Loki (`data` of its answer), scoped to the namespace.
+
+        Raises:
+            ValueError: A query that cannot be scoped (no stream selector).
+        """
         params = {
-            "query": query,
+            "query": scope_logql(query, self.namespace),
             "start": str(int(start.timestamp() * 1e9)),
             "end": str(int(end.timestamp() * 1e9)),
             "limit": str(limit),
