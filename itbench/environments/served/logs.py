@@ -2,8 +2,8 @@
 named or defaulted, `previous`, `sinceSeconds`/`sinceTime`, `tailLines`, `timestamps` and
 `limitBytes`; `follow` streams the lines written after those (`kubeapi` does the streaming).
 
-The twin keeps one log per pod, not one per container instance: the current container's log
-also holds the lines of the instances before it (`--previous` gives those alone).
+The twin keeps one log per pod; a container instance's lines are those written while it ran
+(from its status' startedAt to its finishedAt).
 """
 
 from __future__ import annotations
@@ -129,27 +129,53 @@ def _status(pod: Json, container: str) -> Json:
     return {}
 
 
+def _window(state: Json) -> tuple[float, float]:
+    started, finished = state.get("startedAt"), state.get("finishedAt")
+    return (
+        parse_time(str(started)) if started else -math.inf,
+        parse_time(str(finished)) if finished else math.inf,
+    )
+
+
 def instance(pod: Json, container: str, previous: bool, entries: Sequence[Entry]) -> list[Entry]:
-    """The entries of the container instance asked for: the current one's (every kept entry),
-    or with `previous` those up to the end of the last terminated one.
+    """The entries of the container instance asked for, as the kubelet chooses it: with
+    `previous` the last terminated instance; else the running one, or when none runs the last
+    terminated one (a crash-looping container's last run).
 
     Raises:
-        ApiError: 400 as the kubelet answers when there is no previous instance.
+        ApiError: 400 as the kubelet answers when that instance does not exist.
     """
-    if not previous:
-        return list(entries)
+    name = pod["metadata"]["name"]
     status = _status(pod, container)
-    terminated = (status.get("lastState") or {}).get("terminated") or {}
-    if not int(status.get("restartCount") or 0) or not terminated:
+    state = status.get("state") or {}
+    last = (status.get("lastState") or {}).get("terminated")
+    restarted = int(status.get("restartCount") or 0) > 0
+    if previous:
+        if not restarted or not last:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'previous terminated container "{container}" in pod "{name}" not found',
+            )
+        start, end = _window(last)
+    elif "running" in state or not status:
+        if not restarted:
+            return list(entries)
+        start, end = _window(state.get("running") or {})
+    elif "terminated" in state:
+        start, end = _window(state["terminated"])
+    elif last:
+        start, end = _window(last)
+    else:
+        reason = str((state.get("waiting") or {}).get("reason") or "ContainerCreating")
+        why = {
+            "ErrImagePull": "image can't be pulled",
+            "ImagePullBackOff": "trying and failing to pull image",
+        }.get(reason, reason)
         raise ApiError(
-            400,
-            "BadRequest",
-            f'previous terminated container "{container}" in pod '
-            f'"{pod["metadata"]["name"]}" not found',
+            400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: {why}'
         )
-    finished = terminated.get("finishedAt")
-    end = parse_time(str(finished)) if finished else math.inf
-    return [e for e in entries if e[0] <= end]
+    return [e for e in entries if start <= e[0] <= end]
 
 
 def since(entries: Sequence[Entry], opts: LogOptions, now: float) -> list[Entry]:

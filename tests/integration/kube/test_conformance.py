@@ -32,6 +32,7 @@ from kopf._cogs.clients import auth, scanning
 from kopf._cogs.structs import credentials
 from kopf._core.intents import piggybacking
 
+from itbench.environments.served.logs import parse_time
 from itbench.environments.served.server import ServedCluster
 from itbench.environments.sim.environment import SimEnvironment
 from itbench.operator.clusters import probe
@@ -44,6 +45,7 @@ IMAGE = "ghcr.io/open-telemetry/demo:2.2.0-cart"
 """An image the twin's kubelet knows (KWOK pulls nothing, so any image runs there)."""
 TWIN, REAL = "served-twin", "kube-apiserver"
 T = TypeVar("T")
+Json = dict[str, Any]
 
 
 @dataclass
@@ -127,6 +129,23 @@ def target(request: pytest.FixtureRequest) -> Target:
     name = "real_target" if request.param == REAL else "twin_target"
     found: Target = request.getfixturevalue(name)
     return found
+
+
+EXPECTED_DIFFERENCES: dict[str, str] = {}
+"""Tests that show a difference the twin keeps, by name, with what differs (docs/stack.md's
+table "The served twin and kube-apiserver" names each)."""
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def expected_difference(what: str) -> Callable[[F], F]:
+    """Mark a test as showing an expected difference: it asserts kube-apiserver's behaviour on
+    the real control plane and the twin's actual behaviour on the twin."""
+
+    def mark(test: F) -> F:
+        EXPECTED_DIFFERENCES[test.__name__] = what
+        return test
+
+    return mark
 
 
 def _eventually(probe: Callable[[], T], what: str, limit: float = 60.0) -> T:
@@ -579,3 +598,218 @@ def test_a_pod_log_names_its_container_as_kube_apiserver_requires(target: Target
     )
     assert unknown.value.status == 400
     assert json.loads(unknown.value.body)["message"] == "container nope is not valid for pod two"
+
+
+# ---- pod logs on the twin --------------------------------------------------------------------
+# The control plane's Nodes are KWOK's, with no kubelet to read logs from, so these hold the twin
+# to the kubelet's behaviour (pkg/kubelet/kubelet_pods.go, validateContainerLogStatus) alone.
+
+
+def _twin_pod(target: Target, app: str) -> Json:
+    pods = target.json("get", "pods", "-n", NS, "-l", f"app.kubernetes.io/name={app}")["items"]
+    assert pods, app
+    found: Json = pods[0]
+    return found
+
+
+def _stamps(text: str) -> list[float]:
+    return [parse_time(line.split(" ", 1)[0]) for line in text.splitlines() if line]
+
+
+def test_twin_logs_previous_reads_the_terminated_run_alone(twin_target: Target) -> None:
+    pod = _twin_pod(twin_target, "product-catalog")
+    status = pod["status"]["containerStatuses"][0]
+    assert status["restartCount"] >= 1
+    finished = parse_time(status["lastState"]["terminated"]["finishedAt"])
+    started = parse_time(status["state"]["running"]["startedAt"])
+    name = pod["metadata"]["name"]
+    previous = twin_target.kubectl("logs", name, "-n", NS, "--previous", "--timestamps").stdout
+    assert previous and all(t <= finished for t in _stamps(previous))
+    current = twin_target.kubectl("logs", name, "-n", NS, "--timestamps").stdout
+    assert current and all(t >= started for t in _stamps(current))
+    cart = _twin_pod(twin_target, "cart")["metadata"]["name"]
+    refused = twin_target.kubectl("logs", cart, "-n", NS, "-c", "cart", "--previous", check=False)
+    assert refused.returncode == 1
+    assert f'previous terminated container "cart" in pod "{cart}" not found' in refused.stderr
+
+
+def test_twin_logs_since_keeps_the_recent_lines_with_their_times(twin_target: Target) -> None:
+    cart = _twin_pod(twin_target, "cart")["metadata"]["name"]
+
+    def history() -> str | None:
+        text = twin_target.kubectl("logs", cart, "-n", NS, "-c", "cart", "--timestamps").stdout
+        stamps = _stamps(text)
+        return text if stamps and stamps[-1] - stamps[0] > 120 else None
+
+    everything = _eventually(history, "two minutes of the cart's log")
+    recent = twin_target.kubectl(
+        "logs", cart, "-n", NS, "-c", "cart", "--timestamps", "--since=60s"
+    ).stdout
+    stamps = _stamps(recent)
+    assert 0 < len(stamps) < len(_stamps(everything))
+    assert max(stamps) - min(stamps) <= 60
+    plain = twin_target.kubectl("logs", cart, "-n", NS, "-c", "cart", "--tail=2").stdout
+    full = twin_target.kubectl("logs", cart, "-n", NS, "-c", "cart").stdout.splitlines()
+    assert len(plain.splitlines()) == 2
+    assert set(plain.splitlines()) <= set(full)
+
+
+def test_twin_logs_follow_streams_the_lines_written_after(twin_target: Target) -> None:
+    cart = _twin_pod(twin_target, "cart")["metadata"]["name"]
+    follower = subprocess.Popen(
+        [
+            "kubectl", "--kubeconfig", str(twin_target.kubeconfig), "logs", cart, "-n", NS,
+            "-c", "cart", "-f", "--tail=1", "--timestamps",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=twin_target.env,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(iter(follower.stdout.readline, "")) if follower.stdout else None
+    )
+    reader.start()
+    try:
+        _eventually(lambda: len(lines) >= 3, "three followed log lines", limit=30)
+    finally:
+        follower.terminate()
+        follower.wait(10)
+        reader.join(10)
+    stamps = _stamps("".join(lines))
+    assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
+
+
+# ---- differences the twin keeps --------------------------------------------------------------
+
+
+@expected_difference(
+    "Workloads outside the shop's namespace are stored, not run: no controller or kubelet acts "
+    "on them (Helm's --wait on such a release times out)"
+)
+def test_a_deployment_outside_the_shop_namespace_rolls_out(target: Target) -> None:
+    outside = "conformance-outside"
+    if target.kubectl("get", "namespace", outside, check=False).returncode != 0:
+        target.kubectl("create", "namespace", outside)
+    target.kubectl("apply", "-f", "-", stdin=_deployment("elsewhere").replace(NS, outside))
+    done = target.kubectl(
+        "rollout", "status", "deployment/elsewhere", "-n", outside, "--timeout=20s",
+        check=False, timeout=60,
+    )  # fmt: skip
+    if target.twin:
+        assert done.returncode == 1 and "timed out" in done.stderr
+        assert target.json("get", "pods", "-n", outside)["items"] == []
+    else:
+        assert done.returncode == 0, done.stderr
+
+
+@expected_difference(
+    "Admission policies and webhook configurations are stored, not enforced "
+    "(ValidatingAdmissionPolicy, its bindings, validating and mutating webhooks)"
+)
+def test_a_validating_admission_policy_refuses_a_write(target: Target) -> None:
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "conformance-no-forbidden"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["configmaps"],
+                    }
+                ]
+            },
+            "validations": [{"expression": "!has(object.data) || !('forbidden' in object.data)"}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "conformance-no-forbidden"},
+        "spec": {"policyName": "conformance-no-forbidden", "validationActions": ["Deny"]},
+    }
+    target.kubectl("apply", "-f", "-", stdin=json.dumps(policy))
+    target.kubectl("apply", "-f", "-", stdin=json.dumps(binding))
+
+    def attempt() -> subprocess.CompletedProcess[str] | None:
+        body = _object("forbidden-cm", data={"forbidden": "yes"})
+        done = target.kubectl("create", "-f", "-", stdin=body, check=False)
+        if done.returncode == 0:
+            target.kubectl("delete", "configmap", "forbidden-cm", "-n", NS)
+            return None if not target.twin else done
+        return done
+
+    done = _eventually(attempt, "the policy's answer", limit=60)
+    if target.twin:
+        assert done.returncode == 0
+    else:
+        assert "ValidatingAdmissionPolicy 'conformance-no-forbidden'" in done.stderr
+        assert "denied request" in done.stderr
+
+
+@expected_difference(
+    "Server-side apply has no field ownership: no managedFields, no conflicts, and a field a "
+    "manager stops applying stays"
+)
+def test_server_side_apply_removes_a_field_its_manager_stopped_applying(target: Target) -> None:
+    target.kubectl(
+        "apply", "--server-side", "-f", "-", stdin=_object("owned", data={"a": "1", "b": "2"})
+    )
+    target.kubectl("apply", "--server-side", "-f", "-", stdin=_object("owned", data={"a": "1"}))
+    cm = target.json("get", "configmap", "owned", "-n", NS, "--show-managed-fields")
+    if target.twin:
+        assert cm["data"] == {"a": "1", "b": "2"} and "managedFields" not in cm["metadata"]
+    else:
+        assert cm["data"] == {"a": "1"}
+        assert [m["manager"] for m in cm["metadata"]["managedFields"]] == ["kubectl"]
+
+
+@expected_difference(
+    "Protobuf bodies are decoded for Secret, ConfigMap, Namespace, ServiceAccount, RBAC, "
+    "TokenRequest and SelfSubjectAccessReview only: `kubectl create deployment|job|cronjob|"
+    "service|ingress|quota|pdb|priorityclass` are refused with 415 (apply works)"
+)
+def test_kubectl_create_deployment_sends_protobuf(target: Target) -> None:
+    done = target.kubectl("create", "deployment", "made", "-n", NS, f"--image={IMAGE}", check=False)
+    if target.twin:
+        assert done.returncode == 1
+        assert "protobuf bodies of apps/v1 Deployment are not decoded" in done.stderr
+    else:
+        assert done.stdout.strip() == "deployment.apps/made created"
+
+
+@expected_difference(
+    "Deletion propagates in the background only: `--cascade=orphan` (and foreground) delete "
+    "the dependents too"
+)
+def test_an_orphaning_delete_keeps_the_replicasets(target: Target) -> None:
+    target.kubectl("apply", "-f", "-", stdin=_deployment("orphaner"))
+    target.kubectl(
+        "rollout", "status", "deployment/orphaner", "-n", NS, "--timeout=90s", timeout=120
+    )
+    selector = "app.kubernetes.io/name=orphaner"
+    assert target.json("get", "rs", "-n", NS, "-l", selector)["items"]
+    target.kubectl("delete", "deployment", "orphaner", "-n", NS, "--cascade=orphan", "--wait")
+    if target.twin:
+        _eventually(
+            lambda: not target.json("get", "rs", "-n", NS, "-l", selector)["items"],
+            "the ReplicaSet deleted with its Deployment",
+        )
+        assert target.json("get", "rs", "-n", NS, "-l", selector)["items"] == []
+    else:
+        kept = target.json("get", "rs", "-n", NS, "-l", selector)["items"]
+        assert kept and not kept[0]["metadata"].get("ownerReferences")
+
+
+def test_every_expected_difference_is_listed_in_docs_stack() -> None:
+    text = (ROOT / "docs" / "stack.md").read_text()
+    section = text.split("## The served twin and kube-apiserver", 1)
+    assert len(section) == 2, "docs/stack.md has no section 'The served twin and kube-apiserver'"
+    table = section[1].split("\n## ", 1)[0]
+    missing = [name for name in EXPECTED_DIFFERENCES if f"`{name}`" not in table]
+    assert EXPECTED_DIFFERENCES and not missing, missing
