@@ -75,8 +75,19 @@ def crd_status(crd: Json, now: str, before: Json | None = None) -> Json:
 
 
 def creation_defaults(rtype: ResourceType, obj: Json) -> None:
-    """Fill the defaults kube-apiserver gives a new Secret (type Opaque) or Namespace (its name
-    label, the kubernetes finalizer, phase Active)."""
+    """Fill the defaults kube-apiserver gives a new Secret (type Opaque), Namespace (its name
+    label, the kubernetes finalizer, phase Active) or Deployment (a strategy without a type)."""
+    if (rtype.group, rtype.plural) == ("apps", "deployments"):
+        # An empty strategy (`strategy: {}`, as kubectl create deployment sends) is defaulted as a
+        # missing one is.
+        spec = obj.get("spec")
+        strategy = spec.get("strategy") if isinstance(spec, dict) else None
+        if isinstance(strategy, dict) and not strategy.get("type"):
+            strategy["type"] = "RollingUpdate"
+            rolling = strategy.setdefault("rollingUpdate", {})
+            rolling.setdefault("maxSurge", "25%")
+            rolling.setdefault("maxUnavailable", "25%")
+        return
     if rtype.group:
         return
     if rtype.plural == "secrets":

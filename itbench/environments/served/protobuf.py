@@ -2,10 +2,12 @@
 objects they stand for, for the kinds client-go's typed clients write here.
 
 Since client-go v0.32 the typed clients send built-in kinds as protobuf with no fallback to JSON,
-so `kubectl create secret|configmap|namespace|serviceaccount|role|rolebinding|token`,
+so `kubectl create secret|configmap|namespace|serviceaccount|role|rolebinding|token|deployment`,
 `kubectl auth can-i` and Helm's release Secrets arrive in this encoding. A body is the magic
 `k8s\\0` and a `runtime.Unknown` holding the kind and the object's message; the messages below
-carry the field numbers of k8s.io/api's `generated.proto` (v0.32) for exactly these kinds.
+carry the field numbers of k8s.io/api's `generated.proto` (v0.32) for these kinds, and for the
+workloads as far as `kubectl create deployment|job|cronjob|service` fill them. A field set that
+the table does not carry makes the body refused (415), never silently dropped.
 """
 
 from __future__ import annotations
@@ -32,12 +34,25 @@ class _Field:
     name: str
     type: str
     """`string`, `bytes`, `int`, `bool`, `time`, `raw` (JSON bytes), `map` (string values),
-    `bytesmap` (bytes values, base64 in JSON) or a message name."""
+    `bytesmap` (bytes values, base64 in JSON), `quantities` (a map of resource quantities),
+    `intorstring`, `skip` (read and dropped: a status the server sets itself) or a message
+    name."""
     repeated: bool = False
+    pointer: bool = False
+    """A Go pointer field: written only when set, so a zero value is kept (`replicas: 0`)."""
 
 
-def _fields(*entries: tuple[int, str, str] | tuple[int, str, str, bool]) -> dict[int, _Field]:
-    return {e[0]: _Field(e[1], e[2], bool(e[3]) if len(e) > 3 else False) for e in entries}
+REPEATED, POINTER = "repeated", "pointer"
+
+
+def _fields(*entries: tuple[int, str, str] | tuple[int, str, str, str]) -> dict[int, _Field]:
+    out = {}
+    for entry in entries:
+        flag = entry[3] if len(entry) > 3 else ""
+        out[entry[0]] = _Field(
+            entry[1], entry[2], repeated=flag == REPEATED, pointer=flag == POINTER
+        )
+    return out
 
 
 _META = "ObjectMeta"
@@ -59,20 +74,20 @@ _MESSAGES: dict[str, dict[int, _Field]] = {
         (7, "generation", "int"),
         (8, "creationTimestamp", "time"),
         (9, "deletionTimestamp", "time"),
-        (10, "deletionGracePeriodSeconds", "int"),
+        (10, "deletionGracePeriodSeconds", "int", POINTER),
         (11, "labels", "map"),
         (12, "annotations", "map"),
-        (13, "ownerReferences", "OwnerReference", True),
-        (14, "finalizers", "string", True),
-        (17, "managedFields", "ManagedFieldsEntry", True),
+        (13, "ownerReferences", "OwnerReference", REPEATED),
+        (14, "finalizers", "string", REPEATED),
+        (17, "managedFields", "ManagedFieldsEntry", REPEATED),
     ),
     "OwnerReference": _fields(
         (1, "kind", "string"),
         (3, "name", "string"),
         (4, "uid", "string"),
         (5, "apiVersion", "string"),
-        (6, "controller", "bool"),
-        (7, "blockOwnerDeletion", "bool"),
+        (6, "controller", "bool", POINTER),
+        (7, "blockOwnerDeletion", "bool", POINTER),
     ),
     "ManagedFieldsEntry": _fields(
         (1, "manager", "string"),
@@ -85,34 +100,34 @@ _MESSAGES: dict[str, dict[int, _Field]] = {
     ),
     "FieldsV1": _fields((1, "Raw", "raw")),
     "LabelSelector": _fields(
-        (1, "matchLabels", "map"), (2, "matchExpressions", "SelectorRequirement", True)
+        (1, "matchLabels", "map"), (2, "matchExpressions", "SelectorRequirement", REPEATED)
     ),
     "SelectorRequirement": _fields(
-        (1, "key", "string"), (2, "operator", "string"), (3, "values", "string", True)
+        (1, "key", "string"), (2, "operator", "string"), (3, "values", "string", REPEATED)
     ),
     "Secret": _fields(
         (1, "metadata", _META),
         (2, "data", "bytesmap"),
         (3, "type", "string"),
         (4, "stringData", "map"),
-        (5, "immutable", "bool"),
+        (5, "immutable", "bool", POINTER),
     ),
     "ConfigMap": _fields(
         (1, "metadata", _META),
         (2, "data", "map"),
         (3, "binaryData", "bytesmap"),
-        (4, "immutable", "bool"),
+        (4, "immutable", "bool", POINTER),
     ),
     "Namespace": _fields(
         (1, "metadata", _META), (2, "spec", "NamespaceSpec"), (3, "status", "NamespaceStatus")
     ),
-    "NamespaceSpec": _fields((1, "finalizers", "string", True)),
+    "NamespaceSpec": _fields((1, "finalizers", "string", REPEATED)),
     "NamespaceStatus": _fields((1, "phase", "string")),
     "ServiceAccount": _fields(
         (1, "metadata", _META),
-        (2, "secrets", "ObjectReference", True),
-        (3, "imagePullSecrets", "LocalObjectReference", True),
-        (4, "automountServiceAccountToken", "bool"),
+        (2, "secrets", "ObjectReference", REPEATED),
+        (3, "imagePullSecrets", "LocalObjectReference", REPEATED),
+        (4, "automountServiceAccountToken", "bool", POINTER),
     ),
     "ObjectReference": _fields(
         (1, "kind", "string"),
@@ -125,7 +140,7 @@ _MESSAGES: dict[str, dict[int, _Field]] = {
     ),
     "LocalObjectReference": _fields((1, "name", "string")),
     "SelfSubjectAccessReview": _fields(
-        (1, "metadata", _META), (2, "spec", "SelfSubjectAccessReviewSpec")
+        (1, "metadata", _META), (2, "spec", "SelfSubjectAccessReviewSpec"), (3, "status", "skip")
     ),
     "SelfSubjectAccessReviewSpec": _fields(
         (1, "resourceAttributes", "ResourceAttributes"),
@@ -143,14 +158,16 @@ _MESSAGES: dict[str, dict[int, _Field]] = {
         (9, "labelSelector", "SelectorAttributes"),
     ),
     "SelectorAttributes": _fields(
-        (1, "rawSelector", "string"), (2, "requirements", "SelectorRequirement", True)
+        (1, "rawSelector", "string"), (2, "requirements", "SelectorRequirement", REPEATED)
     ),
     "NonResourceAttributes": _fields((1, "path", "string"), (2, "verb", "string")),
-    "TokenRequest": _fields((1, "metadata", _META), (2, "spec", "TokenRequestSpec")),
+    "TokenRequest": _fields(
+        (1, "metadata", _META), (2, "spec", "TokenRequestSpec"), (3, "status", "skip")
+    ),
     "TokenRequestSpec": _fields(
-        (1, "audiences", "string", True),
+        (1, "audiences", "string", REPEATED),
         (3, "boundObjectRef", "BoundObjectReference"),
-        (4, "expirationSeconds", "int"),
+        (4, "expirationSeconds", "int", POINTER),
     ),
     "BoundObjectReference": _fields(
         (1, "kind", "string"),
@@ -158,25 +175,25 @@ _MESSAGES: dict[str, dict[int, _Field]] = {
         (3, "name", "string"),
         (4, "uid", "string"),
     ),
-    "Role": _fields((1, "metadata", _META), (2, "rules", "PolicyRule", True)),
+    "Role": _fields((1, "metadata", _META), (2, "rules", "PolicyRule", REPEATED)),
     "ClusterRole": _fields(
         (1, "metadata", _META),
-        (2, "rules", "PolicyRule", True),
+        (2, "rules", "PolicyRule", REPEATED),
         (3, "aggregationRule", "AggregationRule"),
     ),
-    "AggregationRule": _fields((1, "clusterRoleSelectors", "LabelSelector", True)),
+    "AggregationRule": _fields((1, "clusterRoleSelectors", "LabelSelector", REPEATED)),
     "PolicyRule": _fields(
-        (1, "verbs", "string", True),
-        (2, "apiGroups", "string", True),
-        (3, "resources", "string", True),
-        (4, "resourceNames", "string", True),
-        (5, "nonResourceURLs", "string", True),
+        (1, "verbs", "string", REPEATED),
+        (2, "apiGroups", "string", REPEATED),
+        (3, "resources", "string", REPEATED),
+        (4, "resourceNames", "string", REPEATED),
+        (5, "nonResourceURLs", "string", REPEATED),
     ),
     "RoleBinding": _fields(
-        (1, "metadata", _META), (2, "subjects", "Subject", True), (3, "roleRef", "RoleRef")
+        (1, "metadata", _META), (2, "subjects", "Subject", REPEATED), (3, "roleRef", "RoleRef")
     ),
     "ClusterRoleBinding": _fields(
-        (1, "metadata", _META), (2, "subjects", "Subject", True), (3, "roleRef", "RoleRef")
+        (1, "metadata", _META), (2, "subjects", "Subject", REPEATED), (3, "roleRef", "RoleRef")
     ),
     "Subject": _fields(
         (1, "kind", "string"),
@@ -185,6 +202,96 @@ _MESSAGES: dict[str, dict[int, _Field]] = {
         (4, "namespace", "string"),
     ),
     "RoleRef": _fields((1, "apiGroup", "string"), (2, "kind", "string"), (3, "name", "string")),
+    # Workloads, as far as `kubectl create deployment|job|cronjob|service` fill them; any other
+    # field set makes the body refused rather than dropped.
+    "Deployment": _fields(
+        (1, "metadata", _META), (2, "spec", "DeploymentSpec"), (3, "status", "skip")
+    ),
+    "DeploymentSpec": _fields(
+        (1, "replicas", "int", POINTER),
+        (2, "selector", "LabelSelector"),
+        (3, "template", "PodTemplateSpec"),
+        (4, "strategy", "DeploymentStrategy"),
+        (5, "minReadySeconds", "int"),
+        (6, "revisionHistoryLimit", "int", POINTER),
+        (9, "progressDeadlineSeconds", "int", POINTER),
+    ),
+    "DeploymentStrategy": _fields((1, "type", "string")),
+    "Job": _fields((1, "metadata", _META), (2, "spec", "JobSpec"), (3, "status", "skip")),
+    "JobSpec": _fields(
+        (1, "parallelism", "int", POINTER),
+        (2, "completions", "int", POINTER),
+        (3, "activeDeadlineSeconds", "int", POINTER),
+        (4, "selector", "LabelSelector"),
+        (6, "template", "PodTemplateSpec"),
+        (7, "backoffLimit", "int", POINTER),
+        (8, "ttlSecondsAfterFinished", "int", POINTER),
+    ),
+    "CronJob": _fields((1, "metadata", _META), (2, "spec", "CronJobSpec"), (3, "status", "skip")),
+    "CronJobSpec": _fields(
+        (1, "schedule", "string"),
+        (2, "startingDeadlineSeconds", "int", POINTER),
+        (3, "concurrencyPolicy", "string"),
+        (5, "jobTemplate", "JobTemplateSpec"),
+        (6, "successfulJobsHistoryLimit", "int", POINTER),
+        (7, "failedJobsHistoryLimit", "int", POINTER),
+        (8, "timeZone", "string", POINTER),
+    ),
+    "JobTemplateSpec": _fields((1, "metadata", _META), (2, "spec", "JobSpec")),
+    "PodTemplateSpec": _fields((1, "metadata", _META), (2, "spec", "PodSpec")),
+    "PodSpec": _fields(
+        (2, "containers", "Container", REPEATED),
+        (3, "restartPolicy", "string"),
+        (4, "terminationGracePeriodSeconds", "int", POINTER),
+        (6, "dnsPolicy", "string"),
+        (7, "nodeSelector", "map"),
+        (8, "serviceAccountName", "string"),
+        (15, "imagePullSecrets", "LocalObjectReference", REPEATED),
+        (19, "schedulerName", "string"),
+        (20, "initContainers", "Container", REPEATED),
+        (21, "automountServiceAccountToken", "bool", POINTER),
+        (24, "priorityClassName", "string"),
+    ),
+    "Container": _fields(
+        (1, "name", "string"),
+        (2, "image", "string"),
+        (3, "command", "string", REPEATED),
+        (4, "args", "string", REPEATED),
+        (5, "workingDir", "string"),
+        (6, "ports", "ContainerPort", REPEATED),
+        (7, "env", "EnvVar", REPEATED),
+        (8, "resources", "ResourceRequirements"),
+        (13, "terminationMessagePath", "string"),
+        (14, "imagePullPolicy", "string"),
+        (20, "terminationMessagePolicy", "string"),
+    ),
+    "ContainerPort": _fields(
+        (1, "name", "string"),
+        (2, "hostPort", "int"),
+        (3, "containerPort", "int"),
+        (4, "protocol", "string"),
+        (5, "hostIP", "string"),
+    ),
+    "EnvVar": _fields((1, "name", "string"), (2, "value", "string")),
+    "ResourceRequirements": _fields((1, "limits", "quantities"), (2, "requests", "quantities")),
+    "Service": _fields((1, "metadata", _META), (2, "spec", "ServiceSpec"), (3, "status", "skip")),
+    "ServiceSpec": _fields(
+        (1, "ports", "ServicePort", REPEATED),
+        (2, "selector", "map"),
+        (3, "clusterIP", "string"),
+        (4, "type", "string"),
+        (5, "externalIPs", "string", REPEATED),
+        (7, "sessionAffinity", "string"),
+        (10, "externalName", "string"),
+        (18, "clusterIPs", "string", REPEATED),
+    ),
+    "ServicePort": _fields(
+        (1, "name", "string"),
+        (2, "protocol", "string"),
+        (3, "port", "int"),
+        (4, "targetPort", "intorstring"),
+        (5, "nodePort", "int"),
+    ),
 }
 
 KINDS: Mapping[tuple[str, str], str] = {
@@ -198,6 +305,10 @@ KINDS: Mapping[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "ClusterRoleBinding",
+    ("apps/v1", "Deployment"): "Deployment",
+    ("batch/v1", "Job"): "Job",
+    ("batch/v1", "CronJob"): "CronJob",
+    ("v1", "Service"): "Service",
 }
 """The (apiVersion, kind) pairs whose protobuf bodies are decoded, and their messages."""
 
@@ -255,7 +366,7 @@ def _time(data: bytes) -> str | None:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _map_entry(data: bytes, *, binary: bool) -> tuple[str, str]:
+def _entry(data: bytes) -> tuple[str, bytes]:
     key, value = b"", b""
     for number, raw in _wire(data):
         if isinstance(raw, bytes):
@@ -263,8 +374,16 @@ def _map_entry(data: bytes, *, binary: bool) -> tuple[str, str]:
                 key = raw
             elif number == 2:
                 value = raw
-    text = base64.b64encode(value).decode() if binary else value.decode()
-    return key.decode(), text
+    return key.decode(), value
+
+
+def _int_or_string(data: bytes) -> int | str:
+    parts = dict(_wire(data))
+    if parts.get(1, 0) == 1:
+        text = parts.get(3, b"")
+        return text.decode() if isinstance(text, bytes) else str(text)
+    value = parts.get(2, 0)
+    return _signed(value) if isinstance(value, int) else 0
 
 
 def _scalar(field: _Field, raw: int | bytes) -> Any:
@@ -284,30 +403,66 @@ def _scalar(field: _Field, raw: int | bytes) -> Any:
         return _time(raw)
     if field.type == "raw":
         return json.loads(raw) if raw else None
+    if field.type == "intorstring":
+        return _int_or_string(raw)
     return decode_message(field.type, raw)
 
 
+_MAPS = {"map", "bytesmap", "quantities"}
+
+
+def _zero(raw: int | bytes) -> bool:
+    """Whether a value is a zero Go writes for a field left unset (0, empty, or a message of
+    zeros: Go's encoder writes every non-pointer field)."""
+    if isinstance(raw, int):
+        return raw == 0
+    if not raw:
+        return True
+    try:
+        return all(_zero(value) for _, value in _wire(raw))
+    except ProtobufError:
+        return False
+
+
+def _map_value(field: _Field, raw: bytes) -> str:
+    if field.type == "bytesmap":
+        return base64.b64encode(raw).decode()
+    if field.type == "quantities":
+        text = dict(_wire(raw)).get(1, b"")
+        return text.decode() if isinstance(text, bytes) else str(text)
+    return raw.decode()
+
+
 def decode_message(message: str, data: bytes) -> Json:
-    """One message as the JSON object Kubernetes writes for it (empty scalars left out, as the
-    API types' `omitempty` does)."""
+    """One message as the JSON object Kubernetes writes for it: empty values of plain fields
+    left out (as the API types' `omitempty` does), those of pointer fields kept.
+
+    Raises:
+        ProtobufError: A field this table does not carry has a value (refused, not dropped).
+    """
     fields = _MESSAGES[message]
     out: Json = {}
     for number, raw in _wire(data):
         field = fields.get(number)
         if field is None:
-            continue  # a field this table does not carry (a newer client's)
-        if field.type in ("map", "bytesmap"):
+            if _zero(raw):
+                continue  # a zero value Go's encoder writes for a field left unset
+            raise ProtobufError(
+                f"field {number} of {message} is not decoded by this server; send the object "
+                "as JSON (kubectl apply -f, or a client with contentType application/json)"
+            )
+        if field.type == "skip":
+            continue
+        if field.type in _MAPS:
             if not isinstance(raw, bytes):
                 raise ProtobufError(f"{field.name}: expected a map entry")
-            key, value = _map_entry(raw, binary=field.type == "bytesmap")
-            out.setdefault(field.name, {})[key] = value
+            key, value = _entry(raw)
+            out.setdefault(field.name, {})[key] = _map_value(field, value)
             continue
         value = _scalar(field, raw)
         if field.repeated:
             out.setdefault(field.name, []).append(value)
-        elif value in ("", 0, None) and field.type != "bool":
-            continue
-        else:
+        elif field.pointer or (value not in ("", 0, None) and value is not False):
             out[field.name] = value
     return out
 

@@ -279,6 +279,36 @@ def test_create_configmap_namespace_and_serviceaccount(target: Target) -> None:
     assert token.count(".") == 2 or len(token) > 20
 
 
+def test_kubectl_create_deployment_job_cronjob_and_service(target: Target) -> None:
+    target.kubectl(
+        "create", "deployment", "made", "-n", NS, f"--image={IMAGE}", "--replicas=2",
+        "--port=8080",
+    )  # fmt: skip
+    target.kubectl("create", "job", "once", "-n", NS, f"--image={IMAGE}", "--", "echo", "hi")
+    target.kubectl(
+        "create", "cronjob", "every", "-n", NS, f"--image={IMAGE}", "--schedule=*/5 * * * *"
+    )
+    target.kubectl("create", "service", "clusterip", "made", "-n", NS, "--tcp=80:8080")
+    spec = target.json("get", "deployment", "made", "-n", NS)["spec"]
+    assert spec["replicas"] == 2 and spec["selector"] == {"matchLabels": {"app": "made"}}
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+    }
+    container = spec["template"]["spec"]["containers"][0]
+    assert (container["name"], container["image"]) == ("demo", IMAGE)
+    assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    job = target.json("get", "job", "once", "-n", NS)["spec"]["template"]["spec"]
+    assert job["containers"][0]["command"] == ["echo", "hi"] and job["restartPolicy"] == "Never"
+    cron = target.json("get", "cronjob", "every", "-n", NS)["spec"]
+    assert cron["schedule"] == "*/5 * * * *"
+    service = target.json("get", "service", "made", "-n", NS)["spec"]
+    assert service["ports"] == [
+        {"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}
+    ]
+    assert service["selector"] == {"app": "made"} and service["clusterIP"].startswith("10.96.")
+
+
 def test_auth_can_i_answers_for_the_caller_and_for_an_impersonated_account(
     target: Target,
 ) -> None:
@@ -771,16 +801,20 @@ def test_server_side_apply_removes_a_field_its_manager_stopped_applying(target: 
 
 @expected_difference(
     "Protobuf bodies are decoded for Secret, ConfigMap, Namespace, ServiceAccount, RBAC, "
-    "TokenRequest and SelfSubjectAccessReview only: `kubectl create deployment|job|cronjob|"
-    "service|ingress|quota|pdb|priorityclass` are refused with 415 (apply works)"
+    "TokenRequest, SelfSubjectAccessReview, and Deployment, Job, CronJob and Service as far as "
+    "`kubectl create` fills them: other kinds (`kubectl create pdb|quota|priorityclass|ingress`) "
+    "and other fields are refused with 415 (apply works)"
 )
-def test_kubectl_create_deployment_sends_protobuf(target: Target) -> None:
-    done = target.kubectl("create", "deployment", "made", "-n", NS, f"--image={IMAGE}", check=False)
+def test_kubectl_create_poddisruptionbudget_sends_protobuf(target: Target) -> None:
+    done = target.kubectl(
+        "create", "poddisruptionbudget", "guard", "-n", NS, "--selector=app=guard",
+        "--min-available=1", check=False,
+    )  # fmt: skip
     if target.twin:
         assert done.returncode == 1
-        assert "protobuf bodies of apps/v1 Deployment are not decoded" in done.stderr
+        assert "protobuf bodies of policy/v1 PodDisruptionBudget are not decoded" in done.stderr
     else:
-        assert done.stdout.strip() == "deployment.apps/made created"
+        assert done.stdout.strip() == "poddisruptionbudget.policy/guard created"
 
 
 @expected_difference(
