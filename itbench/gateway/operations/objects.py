@@ -66,7 +66,34 @@ def read_objects(
             bounded(f'{canonical} "{name}" not found in namespace {session.namespace!r}'),
             extra={"kind": canonical, "name": name},
         )
+    if canonical == "Secret":
+        objects = [without_secret_values(o) for o in objects]
     return canonical, objects[:MAX_ITEMS]
+
+
+def without_secret_values(secret: dict[str, Any]) -> dict[str, Any]:
+    """A Secret as an agent reads it: its keys, each with an empty value (`data` and
+    `stringData`), and the last-applied annotation (which would repeat them) left out.
+
+    A new object: with `copy=False` the one given may be the environment's own.
+    """
+    out = dict(secret)
+    for field_name in ("data", "stringData"):
+        values = secret.get(field_name)
+        if isinstance(values, dict):
+            out[field_name] = dict.fromkeys(values, "")
+    meta = secret.get("metadata")
+    if isinstance(meta, dict):
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+            out["metadata"] = {
+                **meta,
+                "annotations": {k: v for k, v in annotations.items() if k != LAST_APPLIED},
+            }
+    return out
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def get(

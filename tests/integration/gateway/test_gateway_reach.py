@@ -373,3 +373,39 @@ def test_every_mcp_tool_refuses_an_argument_it_does_not_declare() -> None:
     }
     assert sorted(e.path for e in session.audit) == names
     assert session.env.now() == session.audit[0].time
+
+
+PASSWORD_SECRET = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "metadata": {"name": "db-credentials"},
+    "type": "Opaque",
+    "data": {"password": "aHVudGVyMi1ub3QtZm9yLWFnZW50cw=="},  # hunter2-not-for-agents
+}
+
+
+def test_secret_values_never_come_back_to_an_agent_over_http_in_process_or_mcp(
+    gw: Gateway,
+) -> None:
+    session = gw.open_sim()
+    assert _post(gw, session, _apply(PASSWORD_SECRET)).status_code == 200
+    stored = session.env.get_objects("Secret", "db-credentials")[0]
+    assert stored["data"]["password"] == PASSWORD_SECRET["data"]["password"]  # held as applied
+    listed = gw.http.get(
+        f"/v1/trials/{session.trial_id}/kubectl/get",
+        params={"kind": "secrets", "name": "db-credentials"},
+        headers=gw.headers(session),
+    )
+    assert listed.status_code == 200
+    assert "hunter2" not in listed.text and stored["data"]["password"] not in listed.text
+    [item] = listed.json()["items"]
+    assert item["data"] == {"password": ""}
+    described = gw.client(session).describe("secret", "db-credentials")
+    assert described.object["data"] == {"password": ""}
+    assert stored["data"]["password"] not in described.text
+    via_sdk = gw.client(session).get("secrets").items
+    assert all(value == "" for s in via_sdk for value in (s.get("data") or {}).values())
+    (mcp_get,) = _mcp(session, [("kubectl_get", {"kind": "secret", "name": "db-credentials"})])
+    assert not mcp_get.is_error
+    assert _problem(mcp_get)["items"][0]["data"] == {"password": ""}
+    assert stored["data"]["password"] not in json.dumps(_problem(mcp_get))
