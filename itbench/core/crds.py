@@ -618,6 +618,17 @@ def crd_problems(crd: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def crd_refusal(crd: Mapping[str, Any]) -> str | None:
+    """kube-apiserver's answer to a CRD it refuses (`crd_problems`), None when it accepts it."""
+    problems = crd_problems(crd)
+    if not problems:
+        return None
+    name = (crd.get("metadata") or {}).get("name", "")
+    return f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: ' + ", ".join(
+        problems
+    )
+
+
 def _metadata_problems(metadata: Mapping[str, Any]) -> list[str]:
     out = [
         f"metadata: must not specify {key}" for key in metadata if key not in ("type", "properties")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from itbench.core.crds import crd_problems
+from itbench.core.crds import crd_refusal
 from itbench.environments.served.defaults import (
     crd_status,
     creation_defaults,
@@ -37,15 +37,10 @@ HISTORY_LIMIT = 50_000
 
 
 def _refuse_invalid_crd(crd: Json) -> None:
-    problems = crd_problems(crd)
-    if problems:
-        name = crd.get("metadata", {}).get("name", "")
-        raise ApiError(
-            422,
-            "Invalid",
-            f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: '
-            + ", ".join(problems),
-        )
+    # kube-apiserver refuses these; a stand-in that accepted them would be kinder than it.
+    refusal = crd_refusal(crd)
+    if refusal is not None:
+        raise ApiError(422, "Invalid", refusal)
 
 
 class ApiError(Exception):

@@ -14,7 +14,7 @@ import yaml
 
 from itbench.environments.kube.faults import restorable
 from itbench.environments.sim.objects import baseline_objects
-from itbench.stack import snapshot
+from tests.chaos_mesh import chaos_crds
 from tests.kube_controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,42 +31,6 @@ def namespace_labels() -> dict[str, str]:
             if definition.get("kind") == "Namespace":
                 return dict(definition["metadata"]["labels"])
     raise AssertionError(f"{INSTALL} creates no Namespace")
-
-
-def _without_own_keys(schema: Any) -> Any:
-    # The snapshot marks schemas it abbreviated with x-itbench-* keys, which no API server knows.
-    if isinstance(schema, dict):
-        return {k: _without_own_keys(v) for k, v in schema.items() if not k.startswith("x-itbench")}
-    if isinstance(schema, list):
-        return [_without_own_keys(v) for v in schema]
-    return schema
-
-
-def chaos_crds() -> list[dict[str, Any]]:
-    out = []
-    for kind, facts in snapshot("chaos-mesh.yaml")["kinds"].items():
-        out.append(
-            {
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"{facts['plural']}.{facts['group']}"},
-                "spec": {
-                    "group": facts["group"],
-                    "scope": facts["scope"],
-                    "names": {"plural": facts["plural"], "kind": kind},
-                    "versions": [
-                        {
-                            "name": facts["version"],
-                            "served": True,
-                            "storage": True,
-                            "schema": {"openAPIV3Schema": _without_own_keys(facts["schema"])},
-                            "subresources": {"status": {}},
-                        }
-                    ],
-                },
-            }
-        )
-    return out
 
 
 def load_shop(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:

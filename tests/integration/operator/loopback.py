@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from itbench.core.crds import crd_problems
+from itbench.core.crds import crd_refusal
 from itbench.environments.sim.objects import MergePatchError
 from itbench.environments.sim.objects import merge_patch as strategic_merge_patch
 
@@ -157,16 +157,10 @@ BUILTINS = (
 
 
 def _refuse_invalid_crd(crd: Json) -> None:
-    # kube-apiserver refuses these; without this check the stand-in was kinder than the real one.
-    problems = crd_problems(crd)
-    if problems:
-        name = crd.get("metadata", {}).get("name", "")
-        raise ApiError(
-            422,
-            "Invalid",
-            f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: '
-            + ", ".join(problems),
-        )
+    # kube-apiserver refuses these; a stand-in that accepted them would be kinder than it.
+    refusal = crd_refusal(crd)
+    if refusal is not None:
+        raise ApiError(422, "Invalid", refusal)
 
 
 class ApiError(Exception):

@@ -40,7 +40,7 @@ from itbench.environments.kube.faults import (
 )
 from itbench.environments.port import EnvironmentFailure
 from itbench.environments.sim.objects import baseline_objects, merge_patch
-from itbench.stack import snapshot
+from tests.chaos_mesh import chaos_crds
 from tests.kube_collection import kubernetes_core
 
 NS = "otel-demo"
@@ -62,34 +62,6 @@ def collections_path() -> str:
 
 
 LOADED = ("Namespace", "Node", "Deployment", "Service", "ConfigMap", "HorizontalPodAutoscaler")
-
-
-def chaos_crds() -> list[dict[str, Any]]:
-    """The Chaos Mesh CRDs of the pinned chart (their schemas from the upstream snapshot)."""
-    out = []
-    for kind, facts in snapshot("chaos-mesh.yaml")["kinds"].items():
-        out.append(
-            {
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"{facts['plural']}.{facts['group']}"},
-                "spec": {
-                    "group": facts["group"],
-                    "scope": facts["scope"],
-                    "names": {"plural": facts["plural"], "kind": kind},
-                    "versions": [
-                        {
-                            "name": facts["version"],
-                            "served": True,
-                            "storage": True,
-                            "schema": {"openAPIV3Schema": facts["schema"]},
-                            "subresources": {"status": {}},
-                        }
-                    ],
-                },
-            }
-        )
-    return out
 
 
 class Controllers:
