@@ -296,7 +296,7 @@ def scenario_document(control: Control) -> dict[str, Any]:
     if setting.scope == Scope.WORKLOAD:
         background["workload"] = "${workload}"
     if control.cls == CisoClass.KYVERNO_UPDATE:
-        background["update"] = True
+        background["set"] = POLICY_SET
     faults: list[dict[str, Any]] = []
     if control.cls == CisoClass.KYVERNO_UPDATE:
         faults.append(

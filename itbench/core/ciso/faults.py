@@ -77,8 +77,10 @@ class BackgroundArgs(FaultArgs):
     setting: str = Field(description="The assessed setting (its weakness is never drawn).")
     workload: str = Field(default="", description="The assessed Deployment, for workload settings.")
     draw: int = Field(ge=0, lt=BACKGROUND_DRAWS, description="The background parameter's value.")
-    update: bool = Field(
-        default=False, description="An update scenario: skip what its installed policy set refuses."
+    set: str = Field(
+        default="",
+        description="The policy set an update scenario installs ('' when none): what it "
+        "refuses is never drawn.",
     )
 
     @field_validator("setting")
@@ -88,11 +90,18 @@ class BackgroundArgs(FaultArgs):
             raise ValueError(f"unknown setting {value!r} (known: {', '.join(sorted(SETTINGS))})")
         return value
 
+    @field_validator("set")
+    @classmethod
+    def _known_set(cls, value: str) -> str:
+        if value and value not in POLICY_SETS:
+            raise ValueError(f"unknown policy set {value!r} (known: {', '.join(POLICY_SETS)})")
+        return value
+
 
 def _background(args: BackgroundArgs, _namespace: str) -> list[ObjectChange]:
     out: list[ObjectChange] = []
     for weakness, workload in background_weaknesses(
-        args.setting, args.workload, args.draw, update=args.update
+        args.setting, args.workload, args.draw, update=bool(args.set)
     ):
         out += setting_changes(setting(weakness), State.NONCOMPLIANT, workload)
     return out
