@@ -75,8 +75,9 @@ def crd_status(crd: Json, now: str, before: Json | None = None) -> Json:
 
 
 def creation_defaults(rtype: ResourceType, obj: Json) -> None:
-    """Fill the defaults kube-apiserver gives a new Secret (type Opaque), Namespace (its name
-    label, the kubernetes finalizer, phase Active) or Deployment (a strategy without a type)."""
+    """Fill the defaults kube-apiserver gives a new Pod (phase Pending), Secret (type Opaque),
+    Namespace (its name label, the kubernetes finalizer, phase Active) or Deployment (a strategy
+    without a type)."""
     if (rtype.group, rtype.plural) == ("apps", "deployments"):
         # An empty strategy (`strategy: {}`, as kubectl create deployment sends) is defaulted as a
         # missing one is.
@@ -90,7 +91,10 @@ def creation_defaults(rtype: ResourceType, obj: Json) -> None:
         return
     if rtype.group:
         return
-    if rtype.plural == "secrets":
+    if rtype.plural == "pods":
+        # A new pod is Pending until the scheduler and the kubelet say otherwise.
+        obj["status"] = {"phase": "Pending"}
+    elif rtype.plural == "secrets":
         obj.setdefault("type", "Opaque")
     elif rtype.plural == "namespaces":
         meta = obj.setdefault("metadata", {})

@@ -19,20 +19,15 @@ import base64
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
 
-import yaml
 from aiohttp import web
 
-from itbench.environments.served import logs, protobuf
 from itbench.environments.served.access import (
     Attributes,
     Authenticator,
     Authorizer,
-    User,
-    access_review,
     forbidden_message,
     impersonated,
 )
@@ -43,53 +38,23 @@ from itbench.environments.served.selectors import (
     field_selector_matches,
     label_selector_matches,
 )
-from itbench.environments.served.store import ApiError, ObjectStore, not_found, qualified
+from itbench.environments.served.store import ApiError, ObjectStore, qualified
+from itbench.environments.served.subresources import Subresources
 from itbench.environments.served.tables import table
 from itbench.environments.served.validation import invalid_custom_fields, invalid_fields
-from itbench.environments.sim.cluster import rfc3339
+from itbench.environments.served.wire import (
+    Hooks,
+    Target,
+    json_response,
+    read_body,
+    wants_table,
+)
 from itbench.environments.sim.objects import clone
 
 Json = dict[str, Any]
 
 BOOKMARK_SECONDS = 5.0
 MAX_BODY_BYTES = 16 * 1024 * 1024
-PodLog = Callable[[str, str], "list[logs.Entry] | None"]
-"""(namespace, pod) -> the pod's log entries, oldest first, or None when it has none here."""
-FOLLOW_SECONDS = 0.5
-"""How often a followed log (`kubectl logs -f`) looks for new lines."""
-ServiceProxy = Callable[[web.Request, str, str, str, str], Awaitable[web.StreamResponse | None]]
-"""(request, namespace, service, port, path) -> the proxied answer, or None: nothing there."""
-
-
-@dataclass
-class Target:
-    """What a resource path addresses."""
-
-    rtype: ResourceType
-    namespace: str | None
-    name: str | None
-    subresource: str | None
-    rest: str = ""
-
-
-@dataclass
-class Hooks:
-    """What the API serves from elsewhere than the store."""
-
-    pod_log: PodLog | None = None
-    service_proxy: ServiceProxy | None = None
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(data, separators=(",", ":")).encode(),
-        status=status,
-        content_type="application/json",
-    )
-
-
-def _wants_table(request: web.Request) -> bool:
-    return "as=Table" in request.headers.get("Accept", "")
 
 
 def _page(query: Mapping[str, str], items: list[Json], rv: str) -> tuple[list[Json], Json]:
@@ -144,6 +109,7 @@ class KubeApi:
         self.authorizer = authorizer
         self.version = version
         self.hooks = hooks or Hooks()
+        self.subresources = Subresources(store, authenticator, authorizer, self.hooks)
         self.requests = 0
 
     def application(self) -> web.Application:
@@ -167,14 +133,14 @@ class KubeApi:
         try:
             return await self._route(request)
         except ApiError as exc:
-            return _json(exc.status(), exc.code)
+            return json_response(exc.status(), exc.code)
         except SelectorError as exc:
-            return _json(ApiError(400, "BadRequest", str(exc)).status(), 400)
+            return json_response(ApiError(400, "BadRequest", str(exc)).status(), 400)
         except PatchError as exc:
             reason = {415: "UnsupportedMediaType", 400: "BadRequest"}.get(exc.code, "Invalid")
-            return _json(ApiError(exc.code, reason, str(exc)).status(), exc.code)
+            return json_response(ApiError(exc.code, reason, str(exc)).status(), exc.code)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return _json(ApiError(400, "BadRequest", f"invalid body: {exc}").status(), 400)
+            return json_response(ApiError(400, "BadRequest", f"invalid body: {exc}").status(), 400)
 
     # ---- routing ----------------------------------------------------------------------------
     async def _route(self, request: web.Request) -> web.StreamResponse:
@@ -197,7 +163,7 @@ class KubeApi:
         if request.method == "GET":
             found = discovery(parts, self.store.types.all(), self.version)
             if found is not None:
-                return _json(found)
+                return json_response(found)
         target = self._target(parts)
         if target is None:
             raise ApiError(
@@ -209,16 +175,15 @@ class KubeApi:
                 403, "Forbidden", forbidden_message(user, attrs, qualified(target.rtype))
             )
         if target.rtype.create_only:
-            return await self._review(request, user, target)
-        sub = target.subresource
-        if sub == "log":
-            return await self._log(request, target)
-        if sub == "token":
-            return await self._token(request, target)
-        if sub == "proxy":
-            return await self._proxy(request, target)
-        if sub == "scale":
-            return await self._scale(request, target)
+            return await self.subresources.review(request, user, target)
+        handler = {
+            "log": self.subresources.log,
+            "token": self.subresources.token,
+            "proxy": self.subresources.proxy,
+            "scale": self.subresources.scale,
+        }.get(target.subresource or "")
+        if handler is not None:
+            return await handler(request, target)
         return await self._object(request, target)
 
     def _target(self, parts: list[str]) -> Target | None:
@@ -282,22 +247,6 @@ class KubeApi:
         )
 
     # ---- objects ------------------------------------------------------------------------------
-    async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
-        if not raw:
-            return None
-        if request.content_type == protobuf.CONTENT_TYPE:
-            try:
-                return protobuf.decode(raw)
-            except (protobuf.ProtobufError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
-        if request.content_type == APPLY_PATCH:
-            try:
-                return yaml.safe_load(raw)
-            except yaml.YAMLError as exc:
-                raise ApiError(400, "BadRequest", f"invalid apply configuration: {exc}") from exc
-        return json.loads(raw)
-
     async def _object(self, request: web.Request, target: Target) -> web.StreamResponse:
         method = request.method
         rtype = target.rtype
@@ -309,15 +258,15 @@ class KubeApi:
             with self.store.lock:
                 found = clone(self.store.require(rtype, target.namespace, target.name))
                 rv = str(self.store.resource_version)
-            if _wants_table(request):
-                return _json(table(rtype, [found], rv, self.store.clock()))
-            return _json(found)
+            if wants_table(request):
+                return json_response(table(rtype, [found], rv, self.store.clock()))
+            return json_response(found)
         dry = request.query.get("dryRun") == "All"
         strict = request.query.get("fieldValidation") == "Strict"
         if method == "POST":
             if target.name is not None:
                 raise ApiError(405, "MethodNotAllowed", "POST is not allowed on an object")
-            body = await self._body(request)
+            body = await read_body(request)
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the body must be an object")
             self._check_kind(rtype, body)
@@ -325,7 +274,7 @@ class KubeApi:
                 self._require_namespace(target)
                 self._validate(rtype, body, strict)
                 obj = self.store.create(rtype, target.namespace, body, commit=not dry)
-                return _json(clone(obj), 201)
+                return json_response(clone(obj), 201)
         if method == "DELETE":
             options = await self._delete_options(request)
             dry = dry or "All" in (options.get("dryRun") or [])
@@ -333,10 +282,10 @@ class KubeApi:
                 if target.name is None:
                     return self._delete_collection(request, target, dry)
                 obj = self.store.delete(rtype, target.namespace, target.name, commit=not dry)
-                return _json(clone(obj))
+                return json_response(clone(obj))
         if target.name is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
-        body = await self._body(request)
+        body = await read_body(request)
         apply = method == "PATCH" and request.content_type == APPLY_PATCH
         if apply and not request.query.get("fieldManager"):
             raise ApiError(
@@ -375,7 +324,7 @@ class KubeApi:
             obj = self.store.replace(
                 rtype, current, new, subresource=target.subresource, commit=not dry
             )
-            return _json(clone(obj))
+            return json_response(clone(obj))
 
     def _apply_create(
         self, target: Target, body: Any, strict: bool, dry: bool
@@ -400,7 +349,7 @@ class KubeApi:
         self._require_namespace(target)
         self._validate(rtype, body, strict)
         obj = self.store.create(rtype, target.namespace, body, commit=not dry)
-        return _json(clone(obj), 201)
+        return json_response(clone(obj), 201)
 
     @staticmethod
     def _check_kind(rtype: ResourceType, body: Json) -> None:
@@ -459,7 +408,7 @@ class KubeApi:
                     )
                 )
             )
-        return _json(
+        return json_response(
             {
                 "apiVersion": target.rtype.api_version,
                 "kind": f"{target.rtype.kind}List",
@@ -486,11 +435,11 @@ class KubeApi:
             rv = str(self.store.resource_version)
             chosen, paging = _page(request.query, self._matching(request, target), rv)
             items = [clone(o) for o in chosen]
-        if _wants_table(request):
+        if wants_table(request):
             answer = table(target.rtype, items, rv, self.store.clock())
             answer.setdefault("metadata", {}).update(paging)
-            return _json(answer)
-        return _json(
+            return json_response(answer)
+        return json_response(
             {
                 "apiVersion": target.rtype.api_version,
                 "kind": f"{target.rtype.kind}List",
@@ -507,7 +456,7 @@ class KubeApi:
         initial = query.get("sendInitialEvents") in ("1", "true")
         labels = query.get("labelSelector", "")
         fields = query.get("fieldSelector", "")
-        as_table = _wants_table(request)
+        as_table = wants_table(request)
         rtype = target.rtype
         now = self.store.clock
 
@@ -592,161 +541,3 @@ class KubeApi:
             "type": "BOOKMARK",
             "object": {"apiVersion": rtype.api_version, "kind": rtype.kind, "metadata": meta},
         }
-
-    # ---- subresources -------------------------------------------------------------------------
-    async def _log(self, request: web.Request, target: Target) -> web.StreamResponse:
-        assert target.name is not None and target.namespace is not None
-        opts = logs.options(request.query)
-        namespace, name = target.namespace, target.name
-
-        def read() -> tuple[Json, list[logs.Entry]] | None:
-            with self.store.lock:
-                pod = self.store.find(target.rtype, namespace, name)
-                if pod is None:
-                    return None
-                hook = self.hooks.pod_log
-                return clone(pod), (hook(namespace, name) if hook is not None else None) or []
-
-        found = read()
-        if found is None:
-            raise not_found(target.rtype, name)
-        pod, entries = found
-        chosen = logs.select(pod, entries, opts, self.store.clock())
-        body = logs.render(chosen, opts)
-        if opts.limit_bytes is not None:
-            body = body[: opts.limit_bytes]
-        if not opts.follow or opts.previous:
-            return web.Response(body=body, content_type="text/plain")
-        response = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/plain", "Cache-Control": "no-cache"}
-        )
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        sent = len(body)
-        last = chosen[-1] if chosen else (self.store.clock(), "")
-        seen = sum(1 for e in entries if e[0] == last[0]) if chosen else 0
-        try:
-            await response.write(body)
-            while opts.limit_bytes is None or sent < opts.limit_bytes:
-                await asyncio.sleep(FOLLOW_SECONDS)
-                found = read()
-                if found is None:
-                    break
-                _, entries = found
-                fresh = [e for e in entries if e[0] > last[0]]
-                same = [e for e in entries if e[0] == last[0]]
-                fresh = same[seen:] + fresh
-                if not fresh:
-                    continue
-                last = fresh[-1]
-                seen = sum(1 for e in entries if e[0] == last[0])
-                chunk = logs.render(fresh, opts)
-                if opts.limit_bytes is not None:
-                    chunk = chunk[: opts.limit_bytes - sent]
-                sent += len(chunk)
-                await response.write(chunk)
-            await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        return response
-
-    async def _token(self, request: web.Request, target: Target) -> web.Response:
-        assert target.name is not None and target.namespace is not None
-        if request.method != "POST":
-            raise ApiError(405, "MethodNotAllowed", "a TokenRequest is created (POST)")
-        body = await self._body(request) or {}
-        spec = body.get("spec") or {} if isinstance(body, dict) else {}
-        seconds = int(spec.get("expirationSeconds") or 3600)
-        if seconds < 600:
-            raise ApiError(
-                422,
-                "Invalid",
-                "TokenRequest.authentication.k8s.io is invalid: spec.expirationSeconds: Invalid "
-                f"value: {seconds}: may not specify a duration less than 10 minutes",
-            )
-        with self.store.lock:
-            account = self.store.require(target.rtype, target.namespace, target.name)
-            uid = str(account["metadata"].get("uid", ""))
-        token, expires = self.authenticator.issue(target.namespace, target.name, uid, seconds)
-        return _json(
-            {
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "metadata": {"name": target.name, "namespace": target.namespace},
-                "spec": {"audiences": spec.get("audiences") or [], "expirationSeconds": seconds},
-                "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
-            },
-            201,
-        )
-
-    async def _proxy(self, request: web.Request, target: Target) -> web.StreamResponse:
-        assert target.name is not None and target.namespace is not None
-        service, _, port = target.name.partition(":")
-        with self.store.lock:
-            self.store.require(target.rtype, target.namespace, service)
-        if self.hooks.service_proxy is not None:
-            answer = await self.hooks.service_proxy(
-                request, target.namespace, service, port, "/" + target.rest
-            )
-            if answer is not None:
-                return answer
-        raise ApiError(
-            503,
-            "ServiceUnavailable",
-            f'no endpoints available for service "{target.name}" (nothing serves it here)',
-        )
-
-    async def _scale(self, request: web.Request, target: Target) -> web.Response:
-        assert target.name is not None
-        rtype = target.rtype
-
-        def scale_of(obj: Json) -> Json:
-            meta = obj["metadata"]
-            selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-            return {
-                "apiVersion": "autoscaling/v1",
-                "kind": "Scale",
-                "metadata": {
-                    k: meta[k]
-                    for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                    if k in meta
-                },
-                "spec": {"replicas": int((obj.get("spec") or {}).get("replicas", 1))},
-                "status": {
-                    "replicas": int((obj.get("status") or {}).get("replicas", 0)),
-                    "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
-                },
-            }
-
-        if request.method == "GET":
-            with self.store.lock:
-                return _json(scale_of(self.store.require(rtype, target.namespace, target.name)))
-        body = await self._body(request)
-        with self.store.lock:
-            current = self.store.require(rtype, target.namespace, target.name)
-            scale = scale_of(current)
-            if request.method == "PUT":
-                new_scale = body if isinstance(body, dict) else {}
-            elif request.method == "PATCH":
-                new_scale = apply_patch(scale, body, request.content_type, builtin=True)
-            else:
-                raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported")
-            replicas = (new_scale.get("spec") or {}).get("replicas")
-            if not isinstance(replicas, int) or replicas < 0:
-                raise ApiError(
-                    422,
-                    "Invalid",
-                    f'Scale.autoscaling "{target.name}" is invalid: spec.replicas: '
-                    f"Invalid value: {replicas!r}: must be greater than or equal to 0",
-                )
-            updated = clone(current)
-            updated.setdefault("spec", {})["replicas"] = replicas
-            obj = self.store.replace(rtype, current, updated)
-            return _json(scale_of(obj))
-
-    async def _review(self, request: web.Request, user: User, target: Target) -> web.Response:
-        if request.method != "POST" or target.rtype.plural != "selfsubjectaccessreviews":
-            raise ApiError(405, "MethodNotAllowed", f"{target.rtype.plural} are only created")
-        body = await self._body(request) or {}
-        with self.store.lock:
-            return _json(access_review(self.authorizer, user, body), 201)

@@ -15,10 +15,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from itbench.environments.served.store import ApiError
+from itbench.environments.served.wire import Entry
 
 Json = dict[str, Any]
-Entry = tuple[float, str]
-"""(epoch seconds, line) of one log entry."""
 
 
 @dataclass(frozen=True)

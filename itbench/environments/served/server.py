@@ -33,13 +33,14 @@ from itbench.environments.kube.endpoints import (
     prometheus_service,
 )
 from itbench.environments.served.access import Authenticator, Authorizer
-from itbench.environments.served.kubeapi import Hooks, KubeApi
+from itbench.environments.served.kubeapi import KubeApi
 from itbench.environments.served.prometheus import PrometheusProcess, find_prometheus
 from itbench.environments.served.resources import ResourceTypes, builtin_types
 from itbench.environments.served.store import ObjectStore
 from itbench.environments.served.telemetry import TelemetryEndpoints
 from itbench.environments.served.tls import Certificates, issue
 from itbench.environments.served.twin import TwinBackend, TwinClock
+from itbench.environments.served.wire import Hooks
 from itbench.environments.sim.environment import SimEnvironment
 from itbench.environments.sim.objects import KIND_INFO
 

@@ -608,6 +608,11 @@ def _two_container_pod(target: Target) -> str:
     }
     if target.kubectl("get", "pod", "two", "-n", NS, check=False).returncode != 0:
         target.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    # A pod created directly is scheduled and run (the twin's steps went on with it in).
+    _eventually(
+        lambda: target.json("get", "pod", "two", "-n", NS)["status"].get("phase") == "Running",
+        "the pod two running",
+    )
     return "two"
 
 
