@@ -226,7 +226,10 @@ def test_kopf_reads_version_through_its_own_client(
         await vault.populate({"kubeconfig": info})
         auth.vault_var.set(vault)
         logger = logging.getLogger("kopf.conformance")
-        return await scanning.read_version(settings=settings, logger=logger)
+        try:
+            return await scanning.read_version(settings=settings, logger=logger)
+        finally:
+            await vault.close()
 
     version = asyncio.run(read())
     assert version["buildDate"] and version["gitVersion"].startswith("v1.")
@@ -289,6 +292,8 @@ def test_kubectl_create_deployment_job_cronjob_and_service(target: Target) -> No
         "create", "cronjob", "every", "-n", NS, f"--image={IMAGE}", "--schedule=*/5 * * * *"
     )
     target.kubectl("create", "service", "clusterip", "made", "-n", NS, "--tcp=80:8080")
+    target.kubectl("create", "deployment", "idle", "-n", NS, f"--image={IMAGE}", "--replicas=0")
+    assert target.json("get", "deployment", "idle", "-n", NS)["spec"]["replicas"] == 0
     spec = target.json("get", "deployment", "made", "-n", NS)["spec"]
     assert spec["replicas"] == 2 and spec["selector"] == {"matchLabels": {"app": "made"}}
     assert spec["strategy"] == {
