@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +37,7 @@ from itbench.environments.served.logs import parse_time
 from itbench.environments.served.server import ServedCluster
 from itbench.environments.sim.environment import SimEnvironment
 from itbench.operator.clusters import probe
+from tests.kube_collection import kubernetes_core
 from tests.kube_controlplane import ControlPlane, cached_binaries
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -439,6 +441,38 @@ def test_the_official_clients_watch_sees_added_modified_deleted(target: Target) 
     thread.join(30)
     api.close()
     assert seen == [("ADDED", "1"), ("MODIFIED", "2"), ("DELETED", "2")]
+
+
+# ---- kubernetes.core ---------------------------------------------------------------------------
+
+
+def test_kubernetes_core_modules_apply_patch_read_scale_and_delete(target: Target) -> None:
+    target.kubectl("apply", "-f", "-", stdin=_deployment("playbook-web"))
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            str(ROOT / "tests" / "fixtures" / "playbooks" / "conformance.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        env={
+            **target.env,
+            "K8S_AUTH_KUBECONFIG": str(target.kubeconfig),
+            "ANSIBLE_COLLECTIONS_PATH": kubernetes_core(),
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+        },
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    report = next(line for line in done.stdout.splitlines() if "CONFORMANCE" in line)
+    found = json.loads(report.split("CONFORMANCE ", 1)[1].rstrip('"').replace('\\"', '"'))
+    assert found == {"mode": "second", "replicas": 2}
+    assert (
+        target.kubectl("get", "configmap", "playbook-settings", "-n", NS, check=False).returncode
+        == 1
+    )
 
 
 # ---- Helm ----------------------------------------------------------------------------------------
