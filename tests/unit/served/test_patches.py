@@ -78,13 +78,17 @@ def test_a_strategic_patch_without_the_merge_key_is_refused() -> None:
         apply_patch(SERVICE, body, STRATEGIC_PATCH, builtin=True)
 
 
-def test_custom_resources_take_no_strategic_patch_and_server_side_apply_is_refused() -> None:
+def test_custom_resources_take_no_strategic_patch_and_server_side_apply_merges() -> None:
     with pytest.raises(PatchError) as strategic:
         apply_patch({"spec": {}}, {"spec": {"a": 1}}, STRATEGIC_PATCH, builtin=False)
     assert strategic.value.code == 415
-    with pytest.raises(PatchError, match="server-side apply") as apply:
-        apply_patch({"spec": {}}, {}, "application/apply-patch+yaml", builtin=True)
-    assert apply.value.code == 415
+    applied = apply_patch(
+        {"spec": {"a": 1, "b": 2}},
+        {"spec": {"a": 3}},
+        "application/apply-patch+yaml",
+        builtin=False,
+    )
+    assert applied == {"spec": {"a": 3, "b": 2}}  # no field ownership: b stays
     with pytest.raises(PatchError, match="merge patch is a JSON object"):
         apply_patch({"spec": {}}, [1], MERGE_PATCH, builtin=True)
     assert apply_patch({"a": 1}, [{"op": "remove", "path": "/a"}], JSON_PATCH, builtin=True) == {}
